@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-2.0
+# vhost-blk: in-kernel virtio-blk datapath, guest driver + host vhost device.
+#
+#   make                      modules for the running kernel + userspace tools
+#   make KDIR=<build dir>     modules for any kernel build dir
+#   make help                 all targets
+
+KDIR  ?= /lib/modules/$(shell uname -r)/build
+KSRC  ?=
+CACHE ?= $(CURDIR)/build/cache
+CC    ?= gcc
+UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(CURDIR)/include/uapi $(EXTRA_UCFLAGS)
+
+TOOLS := tools/vhost-blk-bridge/vhost-blk-bridge selftests/vhost_blk/vhost_blk_test
+
+.PHONY: all modules tools clean deps check demo bench help sparse
+
+all: modules tools
+
+modules:
+	@vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1; \
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" modules
+
+# sparse build of both modules; any warning printed by sparse is in the output.
+sparse:
+	@vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1; \
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" C=2 modules
+
+tools: $(TOOLS)
+
+tools/vhost-blk-bridge/vhost-blk-bridge: $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h
+	@if ls tools/vhost-blk-bridge/*.c >/dev/null 2>&1; then \
+		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
+
+selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h
+	@if ls selftests/vhost_blk/*.c >/dev/null 2>&1; then \
+		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
+
+clean:
+	@if [ -d "$(KDIR)" ]; then $(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC=clean clean; fi
+	rm -f $(TOOLS)
+	rm -rf build/k build/vm build/check
+
+deps:
+	scripts/deps.sh
+
+# KERNELS="6.1 6.12" (default both) or KERNELS=6.1
+check:
+	scripts/check.sh $(KERNELS)
+
+help:
+	@echo 'Targets:'
+	@echo '  all (default)   both modules for KDIR (default: running kernel) + tools'
+	@echo '  modules         vhost_blk/vhost_blk.ko and virtio_blk_bio/virtio_blk_bio.ko'
+	@echo '  tools           vhost-blk-bridge and the vhost_blk selftest driver'
+	@echo '  sparse          modules built with sparse (C=2)'
+	@echo '  deps            install build/test dependencies (root, Debian 12)'
+	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12")'
+	@echo '  clean'
+	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12"'

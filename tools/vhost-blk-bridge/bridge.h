@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * vhost-blk-bridge: vhost-user front for /dev/vhost-blk.
+ *
+ * Shared declarations of the bridge: options, the backing disk, the guest
+ * memory table, the /dev/vhost-blk wrapper and one vhost-user session.
+ */
+#ifndef VHOST_BLK_BRIDGE_H
+#define VHOST_BLK_BRIDGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/vhost_blk.h>
+
+#define BRIDGE_NAME		"vhost-blk-bridge"
+
+/* vhost-user allows at most 8 regions in SET_MEM_TABLE (and 8 fds). */
+#define MEM_MAX_REGIONS		8
+/* Bytes of config space a vhost-user GET/SET_CONFIG can address. */
+#define VU_CONFIG_SPACE		256
+
+/* ---- options (main.c) ------------------------------------------------ */
+
+struct bridge_opts {
+	const char *socket_path;
+	const char *backend_path;
+	const char *vhost_path;		/* default /dev/vhost-blk */
+	const char *serial;
+	unsigned int queues;
+	bool readonly;
+	bool buffered;
+	bool no_kernel;			/* testing: protocol only, no device */
+	bool once;			/* serve one session, then exit */
+	int verbose;
+};
+
+extern int bridge_verbose;
+/* A SIGINT/SIGTERM arrived: end the session and exit. */
+bool bridge_stopping(void);
+
+void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- backing disk (backend.c) ---------------------------------------- */
+
+struct backend {
+	const char *path;
+	int fd;
+	bool readonly;
+	bool buffered;
+	bool is_bdev;
+	bool wce;		/* write-back cache on (guest visible) */
+	uint64_t size;		/* bytes */
+};
+
+int backend_open(struct backend *be, const char *path, bool readonly,
+		 bool buffered);
+/* Reopen with (wce = false: O_DSYNC) or without write-through. */
+int backend_set_wce(struct backend *be, bool wce);
+void backend_close(struct backend *be);
+
+/* ---- guest memory table (mem.c) -------------------------------------- */
+
+struct mem_region {
+	uint64_t gpa;		/* guest physical address */
+	uint64_t size;
+	uint64_t qva;		/* the front-end's (QEMU's) virtual address */
+	uint64_t mmap_offset;	/* offset of the region in its fd */
+	void *map;		/* our mapping of the fd from offset 0 */
+	size_t map_len;
+	uint8_t *host;		/* our address of the region's first byte */
+};
+
+struct mem_table {
+	unsigned int nregions;
+	struct mem_region r[MEM_MAX_REGIONS];
+};
+
+/*
+ * Map the regions described in @src (gpa/size/qva/mmap_offset filled in)
+ * from @fds into @dst.  On failure nothing stays mapped.  The fds are not
+ * closed.
+ */
+int mem_map(struct mem_table *dst, const struct mem_table *src,
+	    const int *fds);
+void mem_unmap(struct mem_table *mt);
+/* Our address of [qva, qva + len), which must lie in a single region. */
+void *mem_qva_to_host(const struct mem_table *mt, uint64_t qva, uint64_t len);
+
+/* ---- /dev/vhost-blk (vhost_dev.c) ------------------------------------ */
+
+struct vdev {
+	int fd;			/* -1 in no-kernel mode */
+	bool no_kernel;
+	uint64_t dry_capacity;	/* no-kernel mode: sectors */
+	unsigned int dry_queues;
+	bool dry_ro;
+	bool workers_tried;
+};
+
+int vdev_open(struct vdev *d, const char *path, bool no_kernel);
+void vdev_close(struct vdev *d);
+int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
+		     const char *serial);
+int vdev_get_config(struct vdev *d, struct vhost_blk_config *cfg);
+int vdev_get_features(struct vdev *d, uint64_t *features);
+int vdev_set_features(struct vdev *d, uint64_t features);
+int vdev_set_mem_table(struct vdev *d, const struct mem_table *mt);
+int vdev_set_vring_num(struct vdev *d, unsigned int idx, unsigned int num);
+int vdev_set_vring_base(struct vdev *d, unsigned int idx, unsigned int base);
+int vdev_get_vring_base(struct vdev *d, unsigned int idx,
+			unsigned int *base);
+int vdev_set_vring_addr(struct vdev *d, unsigned int idx, void *desc,
+			void *avail, void *used);
+int vdev_set_vring_fd(struct vdev *d, unsigned long req, unsigned int idx,
+		      int fd);
+/* Best effort: one vhost worker per queue (kernels with VHOST_NEW_WORKER). */
+void vdev_spread_workers(struct vdev *d, unsigned int queues);
+
+/* ---- vhost-user session (vhost_user.c) ------------------------------- */
+
+struct bridge {
+	struct bridge_opts *opts;
+	struct backend be;
+};
+
+/*
+ * Serve one connected front-end until it disconnects or sends something
+ * malformed.  Returns 0 when the session ended normally (EOF), -1 when it
+ * was ended because of a protocol error or a failure.
+ */
+int vu_serve(struct bridge *br, int sock);
+
+#endif /* VHOST_BLK_BRIDGE_H */

@@ -1,0 +1,976 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost-blk-bridge: the vhost-user protocol (QEMU docs/interop/vhost-user.rst).
+ *
+ * One session = one front-end connection = one /dev/vhost-blk instance.
+ * Every message is validated (size, fd count, ring index, addresses) before
+ * it reaches the kernel; a malformed one ends the session.  Requests we do
+ * not implement are refused (REPLY_ACK failure, or an empty reply where the
+ * request expects data) and the session goes on.
+ *
+ * Ring start/stop: the backend is attached to the device (which starts
+ * request processing on every ring with a kick fd) once the rings are
+ * enabled, and detached (which drains in-flight requests) before a ring is
+ * stopped by GET_VRING_BASE, disabled, or reconfigured.
+ */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "bridge.h"
+
+/* Requests (front-end to back-end). */
+enum {
+	VU_GET_FEATURES = 1,
+	VU_SET_FEATURES = 2,
+	VU_SET_OWNER = 3,
+	VU_RESET_OWNER = 4,
+	VU_SET_MEM_TABLE = 5,
+	VU_SET_LOG_BASE = 6,
+	VU_SET_LOG_FD = 7,
+	VU_SET_VRING_NUM = 8,
+	VU_SET_VRING_ADDR = 9,
+	VU_SET_VRING_BASE = 10,
+	VU_GET_VRING_BASE = 11,
+	VU_SET_VRING_KICK = 12,
+	VU_SET_VRING_CALL = 13,
+	VU_SET_VRING_ERR = 14,
+	VU_GET_PROTOCOL_FEATURES = 15,
+	VU_SET_PROTOCOL_FEATURES = 16,
+	VU_GET_QUEUE_NUM = 17,
+	VU_SET_VRING_ENABLE = 18,
+	VU_SEND_RARP = 19,
+	VU_NET_SET_MTU = 20,
+	VU_SET_BACKEND_REQ_FD = 21,
+	VU_IOTLB_MSG = 22,
+	VU_SET_VRING_ENDIAN = 23,
+	VU_GET_CONFIG = 24,
+	VU_SET_CONFIG = 25,
+	VU_CREATE_CRYPTO_SESSION = 26,
+	VU_CLOSE_CRYPTO_SESSION = 27,
+	VU_POSTCOPY_ADVISE = 28,
+	VU_POSTCOPY_LISTEN = 29,
+	VU_POSTCOPY_END = 30,
+	VU_GET_INFLIGHT_FD = 31,
+	VU_SET_INFLIGHT_FD = 32,
+	VU_GPU_SET_SOCKET = 33,
+	VU_RESET_DEVICE = 34,
+	VU_VRING_KICK = 35,
+	VU_GET_MAX_MEM_SLOTS = 36,
+	VU_ADD_MEM_REG = 37,
+	VU_REM_MEM_REG = 38,
+	VU_SET_STATUS = 39,
+	VU_GET_STATUS = 40,
+	VU_GET_SHARED_OBJECT = 41,
+	VU_SET_DEVICE_STATE_FD = 42,
+	VU_CHECK_DEVICE_STATE = 43,
+	VU_REQ_MAX
+};
+
+/* Header flags. */
+#define VU_VERSION		0x1
+#define VU_VERSION_MASK		0x3
+#define VU_FLAG_REPLY		(1u << 2)
+#define VU_FLAG_NEED_REPLY	(1u << 3)
+
+/* Virtio feature bit that announces the protocol feature negotiation. */
+#define VU_F_PROTOCOL_FEATURES	30
+
+/* Protocol features. */
+#define VU_PF_MQ		0
+#define VU_PF_REPLY_ACK		3
+#define VU_PF_CONFIG		9
+
+#define VU_PROTOCOL_FEATURES	((1ULL << VU_PF_MQ) | \
+				 (1ULL << VU_PF_REPLY_ACK) | \
+				 (1ULL << VU_PF_CONFIG))
+
+/* Kick/call/err payload: ring index in bits 0-7, bit 8 = no fd. */
+#define VU_VRING_IDX_MASK	0xffu
+#define VU_VRING_NOFD		(1u << 8)
+
+#define VU_MAX_PAYLOAD		4096
+#define VU_CONFIG_HDR		12
+
+struct vu_hdr {
+	uint32_t request;
+	uint32_t flags;
+	uint32_t size;
+} __attribute__((packed));
+
+struct vu_mem_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t uaddr;
+	uint64_t mmap_offset;
+};
+
+struct vu_mem {
+	uint32_t nregions;
+	uint32_t padding;
+	struct vu_mem_region r[MEM_MAX_REGIONS];
+};
+
+struct vu_config {
+	uint32_t offset;
+	uint32_t size;
+	uint32_t flags;
+	uint8_t region[VU_CONFIG_SPACE];
+};
+
+struct vu_msg {
+	struct vu_hdr hdr;
+	union {
+		uint64_t u64;
+		struct vhost_vring_state state;
+		struct vhost_vring_addr addr;
+		struct vu_mem mem;
+		struct vu_config cfg;
+		uint8_t raw[VU_MAX_PAYLOAD];
+	} p;
+	int fds[MEM_MAX_REGIONS];
+	unsigned int nfds;
+};
+
+struct vu_ring {
+	unsigned int num;
+	bool num_set;
+	bool addr_set;
+	bool kick_set;
+	bool enabled;
+	bool stopped;		/* GET_VRING_BASE seen since last setup */
+	struct vhost_vring_addr qaddr;	/* as QEMU sent it */
+};
+
+struct session {
+	struct bridge *br;
+	int sock;
+	struct vdev dev;
+	bool owner;
+	bool attached;
+	uint64_t dev_features;		/* what the kernel device offers */
+	uint64_t features;		/* acked by the front-end */
+	uint64_t protocol_features;	/* acked */
+	uint8_t config[VU_CONFIG_SPACE];
+	struct mem_table mem;
+	struct vu_ring vr[VHOST_BLK_MAX_QUEUES];
+};
+
+/* Result of a handler beyond 0 / -errno: end the session. */
+#define VU_FATAL	(-100000)
+
+static const char *const req_names[VU_REQ_MAX] = {
+	[VU_GET_FEATURES] = "GET_FEATURES",
+	[VU_SET_FEATURES] = "SET_FEATURES",
+	[VU_SET_OWNER] = "SET_OWNER",
+	[VU_RESET_OWNER] = "RESET_OWNER",
+	[VU_SET_MEM_TABLE] = "SET_MEM_TABLE",
+	[VU_SET_LOG_BASE] = "SET_LOG_BASE",
+	[VU_SET_LOG_FD] = "SET_LOG_FD",
+	[VU_SET_VRING_NUM] = "SET_VRING_NUM",
+	[VU_SET_VRING_ADDR] = "SET_VRING_ADDR",
+	[VU_SET_VRING_BASE] = "SET_VRING_BASE",
+	[VU_GET_VRING_BASE] = "GET_VRING_BASE",
+	[VU_SET_VRING_KICK] = "SET_VRING_KICK",
+	[VU_SET_VRING_CALL] = "SET_VRING_CALL",
+	[VU_SET_VRING_ERR] = "SET_VRING_ERR",
+	[VU_GET_PROTOCOL_FEATURES] = "GET_PROTOCOL_FEATURES",
+	[VU_SET_PROTOCOL_FEATURES] = "SET_PROTOCOL_FEATURES",
+	[VU_GET_QUEUE_NUM] = "GET_QUEUE_NUM",
+	[VU_SET_VRING_ENABLE] = "SET_VRING_ENABLE",
+	[VU_SEND_RARP] = "SEND_RARP",
+	[VU_NET_SET_MTU] = "NET_SET_MTU",
+	[VU_SET_BACKEND_REQ_FD] = "SET_BACKEND_REQ_FD",
+	[VU_IOTLB_MSG] = "IOTLB_MSG",
+	[VU_SET_VRING_ENDIAN] = "SET_VRING_ENDIAN",
+	[VU_GET_CONFIG] = "GET_CONFIG",
+	[VU_SET_CONFIG] = "SET_CONFIG",
+	[VU_CREATE_CRYPTO_SESSION] = "CREATE_CRYPTO_SESSION",
+	[VU_CLOSE_CRYPTO_SESSION] = "CLOSE_CRYPTO_SESSION",
+	[VU_POSTCOPY_ADVISE] = "POSTCOPY_ADVISE",
+	[VU_POSTCOPY_LISTEN] = "POSTCOPY_LISTEN",
+	[VU_POSTCOPY_END] = "POSTCOPY_END",
+	[VU_GET_INFLIGHT_FD] = "GET_INFLIGHT_FD",
+	[VU_SET_INFLIGHT_FD] = "SET_INFLIGHT_FD",
+	[VU_GPU_SET_SOCKET] = "GPU_SET_SOCKET",
+	[VU_RESET_DEVICE] = "RESET_DEVICE",
+	[VU_VRING_KICK] = "VRING_KICK",
+	[VU_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
+	[VU_ADD_MEM_REG] = "ADD_MEM_REG",
+	[VU_REM_MEM_REG] = "REM_MEM_REG",
+	[VU_SET_STATUS] = "SET_STATUS",
+	[VU_GET_STATUS] = "GET_STATUS",
+	[VU_GET_SHARED_OBJECT] = "GET_SHARED_OBJECT",
+	[VU_SET_DEVICE_STATE_FD] = "SET_DEVICE_STATE_FD",
+	[VU_CHECK_DEVICE_STATE] = "CHECK_DEVICE_STATE",
+};
+
+static const char *req_name(uint32_t req)
+{
+	if (req < VU_REQ_MAX && req_names[req])
+		return req_names[req];
+	return "UNKNOWN";
+}
+
+/* Requests whose answer is a reply of their own (not a REPLY_ACK). */
+static bool has_own_reply(uint32_t req)
+{
+	switch (req) {
+	case VU_GET_FEATURES:
+	case VU_GET_PROTOCOL_FEATURES:
+	case VU_GET_VRING_BASE:
+	case VU_GET_QUEUE_NUM:
+	case VU_GET_CONFIG:
+	case VU_CREATE_CRYPTO_SESSION:
+	case VU_POSTCOPY_ADVISE:
+	case VU_GET_INFLIGHT_FD:
+	case VU_GET_MAX_MEM_SLOTS:
+	case VU_GET_STATUS:
+	case VU_GET_SHARED_OBJECT:
+	case VU_SET_DEVICE_STATE_FD:
+	case VU_CHECK_DEVICE_STATE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void close_fds(struct vu_msg *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nfds; i++)
+		if (m->fds[i] >= 0)
+			close(m->fds[i]);
+	m->nfds = 0;
+}
+
+/* ---- message I/O ------------------------------------------------------ */
+
+static int read_full(int sock, void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = recv(sock, (char *)buf + done, len - done, 0);
+
+		if (n < 0 && errno == EINTR && !bridge_stopping())
+			continue;
+		if (n <= 0)
+			return -1;
+		done += n;
+	}
+	return 0;
+}
+
+/*
+ * Read one message.  Returns 1 on a message, 0 on a clean EOF between
+ * messages, -1 on a broken or malformed transfer.
+ */
+static int vu_recv(int sock, struct vu_msg *m)
+{
+	union {
+		char buf[CMSG_SPACE(MEM_MAX_REGIONS * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { .iov_base = &m->hdr, .iov_len = sizeof(m->hdr) };
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = cbuf.buf,
+		.msg_controllen = sizeof(cbuf.buf),
+	};
+	struct cmsghdr *c;
+	ssize_t n;
+
+	m->nfds = 0;
+	do {
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR && !bridge_stopping());
+	if (n == 0)
+		return 0;
+	if (n < 0) {
+		if (errno == EINTR)
+			return 0;	/* stopping */
+		log_msg("recvmsg: %s", strerror(errno));
+		return -1;
+	}
+	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		size_t k, cnt;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < cnt; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
+			if (m->nfds < MEM_MAX_REGIONS)
+				m->fds[m->nfds++] = fd;
+			else
+				close(fd);
+		}
+	}
+	if (mh.msg_flags & MSG_CTRUNC) {
+		log_msg("malformed message: too many fds");
+		close_fds(m);
+		return -1;
+	}
+	if (n < (ssize_t)sizeof(m->hdr) &&
+	    read_full(sock, (char *)&m->hdr + n, sizeof(m->hdr) - n)) {
+		log_msg("malformed message: short header");
+		close_fds(m);
+		return -1;
+	}
+	if ((m->hdr.flags & VU_VERSION_MASK) != VU_VERSION ||
+	    (m->hdr.flags & VU_FLAG_REPLY)) {
+		log_msg("malformed message: %s flags 0x%x",
+			req_name(m->hdr.request), m->hdr.flags);
+		close_fds(m);
+		return -1;
+	}
+	if (m->hdr.size > VU_MAX_PAYLOAD) {
+		log_msg("malformed message: %s payload %u bytes",
+			req_name(m->hdr.request), m->hdr.size);
+		close_fds(m);
+		return -1;
+	}
+	if (m->hdr.size && read_full(sock, &m->p, m->hdr.size)) {
+		log_msg("malformed message: %s payload truncated",
+			req_name(m->hdr.request));
+		close_fds(m);
+		return -1;
+	}
+	return 1;
+}
+
+static int vu_send(int sock, uint32_t req, const void *payload, uint32_t size)
+{
+	struct vu_hdr h = {
+		.request = req,
+		.flags = VU_VERSION | VU_FLAG_REPLY,
+		.size = size,
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = (void *)payload, .iov_len = size },
+	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
+	size_t want = sizeof(h) + size;
+	ssize_t n;
+
+	do {
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)want) {
+		log_msg("reply to %s: %s", req_name(req),
+			n < 0 ? strerror(errno) : "short write");
+		return -1;
+	}
+	return 0;
+}
+
+static int reply_u64(struct session *s, uint32_t req, uint64_t v)
+{
+	return vu_send(s->sock, req, &v, sizeof(v)) ? VU_FATAL : 0;
+}
+
+/* ---- backend attach / detach --------------------------------------------- */
+
+static unsigned int nqueues(const struct session *s)
+{
+	return s->br->opts->queues;
+}
+
+static int attach(struct session *s)
+{
+	struct bridge *br = s->br;
+	int ret;
+
+	if (s->attached)
+		return 0;
+	ret = vdev_set_backend(&s->dev, br->be.fd, br->be.readonly,
+			       nqueues(s), br->opts->serial);
+	if (!ret) {
+		s->attached = true;
+		log_dbg("rings started");
+	}
+	return ret;
+}
+
+static int detach(struct session *s)
+{
+	int ret;
+
+	if (!s->attached)
+		return 0;
+	ret = vdev_set_backend(&s->dev, -1, false, nqueues(s), NULL);
+	if (!ret) {
+		s->attached = false;
+		log_dbg("rings stopped and drained");
+	}
+	return ret;
+}
+
+/*
+ * Run the device iff at least one ring is set up and every ring that has a
+ * kick fd is enabled and not stopped.
+ */
+static int update_running(struct session *s)
+{
+	bool any = false, run = true;
+	unsigned int i;
+
+	for (i = 0; i < nqueues(s); i++) {
+		const struct vu_ring *vr = &s->vr[i];
+
+		if (!vr->kick_set)
+			continue;
+		any = true;
+		if (!vr->enabled || vr->stopped || !vr->addr_set)
+			run = false;
+	}
+	if (!any || !s->mem.nregions)
+		run = false;
+	return run ? attach(s) : detach(s);
+}
+
+/* ---- session setup ---------------------------------------------------- */
+
+static int session_open_device(struct session *s)
+{
+	struct bridge *br = s->br;
+	struct vhost_blk_config cfg;
+	int ret;
+
+	ret = vdev_open(&s->dev, br->opts->vhost_path, br->opts->no_kernel);
+	if (ret)
+		return ret;
+	s->dev.dry_capacity = br->be.size / 512;
+	s->dev.dry_queues = nqueues(s);
+	s->dev.dry_ro = br->be.readonly;
+
+	/* Attach once to learn what the device presents, then stop again. */
+	ret = vdev_set_backend(&s->dev, br->be.fd, br->be.readonly, nqueues(s),
+			       br->opts->serial);
+	if (!ret)
+		ret = vdev_get_config(&s->dev, &cfg);
+	if (!ret)
+		ret = vdev_set_backend(&s->dev, -1, false, nqueues(s), NULL);
+	if (ret) {
+		vdev_close(&s->dev);
+		return ret;
+	}
+	memset(s->config, 0, sizeof(s->config));
+	memcpy(s->config, cfg.raw,
+	       cfg.config_len < sizeof(cfg.raw) ? cfg.config_len :
+	       sizeof(cfg.raw));
+	s->config[offsetof(struct virtio_blk_config, wce)] = br->be.wce;
+	s->dev_features = cfg.features;
+	if (br->be.readonly)
+		s->dev_features |= 1ULL << VIRTIO_BLK_F_RO;
+	vdev_spread_workers(&s->dev, nqueues(s));
+	log_dbg("device features 0x%llx, capacity %llu sectors",
+		(unsigned long long)s->dev_features,
+		(unsigned long long)le64toh(cfg.blk.capacity));
+	return 0;
+}
+
+static void session_close_device(struct session *s)
+{
+	detach(s);
+	vdev_close(&s->dev);
+	mem_unmap(&s->mem);
+	memset(s->vr, 0, sizeof(s->vr));
+	s->features = 0;
+}
+
+/* Features offered to the front-end. */
+static uint64_t offered_features(const struct session *s)
+{
+	return s->dev_features | (1ULL << VIRTIO_BLK_F_CONFIG_WCE) |
+	       (1ULL << VU_F_PROTOCOL_FEATURES);
+}
+
+/* ---- request handlers ------------------------------------------------- */
+
+static bool size_is(const struct vu_msg *m, uint32_t size, unsigned int nfds)
+{
+	if (m->hdr.size != size || m->nfds != nfds) {
+		log_msg("malformed %s: payload %u bytes, %u fds (want %u, %u)",
+			req_name(m->hdr.request), m->hdr.size, m->nfds, size,
+			nfds);
+		return false;
+	}
+	return true;
+}
+
+/* GET_* requests carry no payload (some front-ends send a zero u64). */
+static bool no_payload(const struct vu_msg *m)
+{
+	if ((m->hdr.size == 0 || m->hdr.size == 8) && !m->nfds)
+		return true;
+	return size_is(m, 0, 0);
+}
+
+static struct vu_ring *ring_of(struct session *s, const struct vu_msg *m,
+			     unsigned int idx)
+{
+	if (idx >= nqueues(s)) {
+		log_msg("malformed %s: ring %u (device has %u)",
+			req_name(m->hdr.request), idx, nqueues(s));
+		return NULL;
+	}
+	return &s->vr[idx];
+}
+
+static int do_set_features(struct session *s, struct vu_msg *m)
+{
+	uint64_t f;
+
+	if (!size_is(m, 8, 0))
+		return VU_FATAL;
+	f = m->p.u64;
+	if (f & ~offered_features(s)) {
+		log_msg("SET_FEATURES 0x%llx: not offered: 0x%llx",
+			(unsigned long long)f,
+			(unsigned long long)(f & ~offered_features(s)));
+		return -EINVAL;
+	}
+	s->features = f;
+	return vdev_set_features(&s->dev, f & s->dev_features);
+}
+
+static int do_set_mem_table(struct session *s, struct vu_msg *m)
+{
+	struct mem_table want, got, old;
+	unsigned int i, n;
+	int ret;
+
+	if (m->hdr.size < 8) {
+		size_is(m, 8, m->nfds);
+		return VU_FATAL;
+	}
+	n = m->p.mem.nregions;
+	if (n < 1 || n > MEM_MAX_REGIONS ||
+	    !size_is(m, 8 + n * sizeof(struct vu_mem_region), n))
+		return VU_FATAL;
+	memset(&want, 0, sizeof(want));
+	want.nregions = n;
+	for (i = 0; i < n; i++) {
+		want.r[i].gpa = m->p.mem.r[i].gpa;
+		want.r[i].size = m->p.mem.r[i].size;
+		want.r[i].qva = m->p.mem.r[i].uaddr;
+		want.r[i].mmap_offset = m->p.mem.r[i].mmap_offset;
+	}
+	ret = mem_map(&got, &want, m->fds);
+	if (ret)
+		return ret == -EINVAL ? VU_FATAL : ret;
+
+	ret = vdev_set_mem_table(&s->dev, &got);
+	if (ret) {
+		mem_unmap(&got);
+		return ret;
+	}
+	old = s->mem;
+	s->mem = got;
+	/* Rings already set up point into the old mappings: move them. */
+	for (i = 0; i < nqueues(s); i++) {
+		struct vu_ring *vr = &s->vr[i];
+		void *d, *a, *u;
+
+		if (!vr->addr_set)
+			continue;
+		d = mem_qva_to_host(&s->mem, vr->qaddr.desc_user_addr,
+				    16ULL * vr->num);
+		a = mem_qva_to_host(&s->mem, vr->qaddr.avail_user_addr,
+				    6 + 2ULL * vr->num);
+		u = mem_qva_to_host(&s->mem, vr->qaddr.used_user_addr,
+				    6 + 8ULL * vr->num);
+		if (!d || !a || !u) {
+			log_msg("ring %u is outside the new memory table", i);
+			vr->addr_set = false;
+			detach(s);
+			continue;
+		}
+		vdev_set_vring_addr(&s->dev, i, d, a, u);
+	}
+	mem_unmap(&old);
+	log_dbg("memory table: %u region(s)", n);
+	return update_running(s);
+}
+
+static int do_vring_num(struct session *s, struct vu_msg *m)
+{
+	struct vu_ring *vr;
+	unsigned int num;
+	int ret;
+
+	if (!size_is(m, sizeof(m->p.state), 0))
+		return VU_FATAL;
+	vr = ring_of(s, m, m->p.state.index);
+	if (!vr)
+		return VU_FATAL;
+	num = m->p.state.num;
+	if (!num || num > 32768 || (num & (num - 1))) {
+		log_msg("SET_VRING_NUM %u: bad ring size %u",
+			m->p.state.index, num);
+		return -EINVAL;
+	}
+	ret = detach(s);
+	if (ret)
+		return ret;
+	ret = vdev_set_vring_num(&s->dev, m->p.state.index, num);
+	if (ret)
+		return ret;
+	vr->num = num;
+	vr->num_set = true;
+	vr->stopped = false;
+	return 0;
+}
+
+static int do_vring_base(struct session *s, struct vu_msg *m)
+{
+	struct vu_ring *vr;
+	int ret;
+
+	if (!size_is(m, sizeof(m->p.state), 0))
+		return VU_FATAL;
+	vr = ring_of(s, m, m->p.state.index);
+	if (!vr)
+		return VU_FATAL;
+	ret = detach(s);
+	if (!ret)
+		ret = vdev_set_vring_base(&s->dev, m->p.state.index,
+					  m->p.state.num);
+	vr->stopped = false;
+	return ret;
+}
+
+static int do_vring_addr(struct session *s, struct vu_msg *m)
+{
+	struct vhost_vring_addr *qa = &m->p.addr;
+	struct vu_ring *vr;
+	void *d, *a, *u;
+	int ret;
+
+	if (!size_is(m, sizeof(*qa), 0))
+		return VU_FATAL;
+	vr = ring_of(s, m, qa->index);
+	if (!vr)
+		return VU_FATAL;
+	if (qa->flags & (1u << VHOST_VRING_F_LOG)) {
+		log_msg("SET_VRING_ADDR %u: dirty logging is not supported",
+			qa->index);
+		return -ENOTSUP;
+	}
+	if (!vr->num_set) {
+		log_msg("SET_VRING_ADDR %u before SET_VRING_NUM", qa->index);
+		return -EINVAL;
+	}
+	d = mem_qva_to_host(&s->mem, qa->desc_user_addr, 16ULL * vr->num);
+	a = mem_qva_to_host(&s->mem, qa->avail_user_addr, 6 + 2ULL * vr->num);
+	u = mem_qva_to_host(&s->mem, qa->used_user_addr, 6 + 8ULL * vr->num);
+	if (!d || !a || !u) {
+		log_msg("malformed SET_VRING_ADDR %u: ring outside guest memory (desc 0x%llx avail 0x%llx used 0x%llx)",
+			qa->index, (unsigned long long)qa->desc_user_addr,
+			(unsigned long long)qa->avail_user_addr,
+			(unsigned long long)qa->used_user_addr);
+		return VU_FATAL;
+	}
+	ret = detach(s);
+	if (!ret)
+		ret = vdev_set_vring_addr(&s->dev, qa->index, d, a, u);
+	if (ret)
+		return ret;
+	vr->qaddr = *qa;
+	vr->addr_set = true;
+	return update_running(s);
+}
+
+static int do_vring_fd(struct session *s, struct vu_msg *m)
+{
+	uint32_t req = m->hdr.request;
+	unsigned long ioc;
+	struct vu_ring *vr;
+	unsigned int idx;
+	bool nofd;
+	int fd, ret;
+
+	if (m->hdr.size != 8) {
+		size_is(m, 8, m->nfds);
+		return VU_FATAL;
+	}
+	nofd = m->p.u64 & VU_VRING_NOFD;
+	if ((m->p.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)) ||
+	    !size_is(m, 8, nofd ? 0 : 1))
+		return VU_FATAL;
+	idx = m->p.u64 & VU_VRING_IDX_MASK;
+	vr = ring_of(s, m, idx);
+	if (!vr)
+		return VU_FATAL;
+	fd = nofd ? VHOST_FILE_UNBIND : m->fds[0];
+	ioc = req == VU_SET_VRING_KICK ? VHOST_SET_VRING_KICK :
+	      req == VU_SET_VRING_CALL ? VHOST_SET_VRING_CALL :
+	      VHOST_SET_VRING_ERR;
+	/* The kernel takes its own reference; we never touch the fd again. */
+	ret = vdev_set_vring_fd(&s->dev, ioc, idx, fd);
+	if (ret)
+		return ret;
+	if (req != VU_SET_VRING_KICK)
+		return 0;
+	if (nofd)
+		log_msg("ring %u: polling mode (no kick fd) is not supported",
+			idx);
+	vr->kick_set = !nofd;
+	vr->stopped = false;
+	/* Without protocol features a ring is enabled by its kick fd. */
+	if (!(s->features & (1ULL << VU_F_PROTOCOL_FEATURES)))
+		vr->enabled = !nofd;
+	return update_running(s);
+}
+
+static int do_get_vring_base(struct session *s, struct vu_msg *m)
+{
+	struct vu_ring *vr;
+	struct vhost_vring_state st;
+	unsigned int base = 0;
+
+	if (!size_is(m, sizeof(m->p.state), 0))
+		return VU_FATAL;
+	vr = ring_of(s, m, m->p.state.index);
+	if (!vr)
+		return VU_FATAL;
+	/* Stop: detaching drains every request in flight on all rings. */
+	vr->stopped = true;
+	vr->enabled = false;
+	if (detach(s))
+		log_msg("GET_VRING_BASE %u: stopping the device failed",
+			m->p.state.index);
+	vdev_get_vring_base(&s->dev, m->p.state.index, &base);
+	st.index = m->p.state.index;
+	st.num = base;
+	log_dbg("ring %u stopped at %u", st.index, base);
+	return vu_send(s->sock, VU_GET_VRING_BASE, &st, sizeof(st)) ?
+	       VU_FATAL : 0;
+}
+
+static int do_vring_enable(struct session *s, struct vu_msg *m)
+{
+	struct vu_ring *vr;
+
+	if (!size_is(m, sizeof(m->p.state), 0))
+		return VU_FATAL;
+	vr = ring_of(s, m, m->p.state.index);
+	if (!vr)
+		return VU_FATAL;
+	if (m->p.state.num > 1) {
+		log_msg("SET_VRING_ENABLE %u: bad value %u", m->p.state.index,
+			m->p.state.num);
+		return -EINVAL;
+	}
+	vr->enabled = m->p.state.num;
+	return update_running(s);
+}
+
+static int do_get_config(struct session *s, struct vu_msg *m)
+{
+	struct vu_config *c = &m->p.cfg;
+
+	if (m->hdr.size < VU_CONFIG_HDR || m->nfds ||
+	    c->size > VU_CONFIG_SPACE ||
+	    m->hdr.size != VU_CONFIG_HDR + c->size) {
+		size_is(m, VU_CONFIG_HDR + (m->hdr.size >= VU_CONFIG_HDR ?
+					    c->size : 0), 0);
+		return VU_FATAL;
+	}
+	if (c->offset > VU_CONFIG_SPACE ||
+	    c->size > VU_CONFIG_SPACE - c->offset) {
+		log_msg("GET_CONFIG offset %u size %u: out of range",
+			c->offset, c->size);
+		return vu_send(s->sock, VU_GET_CONFIG, NULL, 0) ? VU_FATAL : 0;
+	}
+	memcpy(c->region, s->config + c->offset, c->size);
+	return vu_send(s->sock, VU_GET_CONFIG, c, m->hdr.size) ? VU_FATAL : 0;
+}
+
+static int do_set_config(struct session *s, struct vu_msg *m)
+{
+	const size_t wce_off = offsetof(struct virtio_blk_config, wce);
+	struct vu_config *c = &m->p.cfg;
+	struct bridge *br = s->br;
+	bool was_attached = s->attached;
+	int ret;
+
+	if (m->hdr.size < VU_CONFIG_HDR || m->nfds ||
+	    c->size > VU_CONFIG_SPACE ||
+	    m->hdr.size != VU_CONFIG_HDR + c->size) {
+		size_is(m, VU_CONFIG_HDR + (m->hdr.size >= VU_CONFIG_HDR ?
+					    c->size : 0), 0);
+		return VU_FATAL;
+	}
+	if (c->offset != wce_off || c->size != 1 || c->region[0] > 1) {
+		log_msg("SET_CONFIG offset %u size %u: only the wce byte is writable",
+			c->offset, c->size);
+		return -EPERM;
+	}
+	if ((bool)c->region[0] == br->be.wce)
+		return 0;
+	/* Swap the backend fd under stopped rings. */
+	ret = detach(s);
+	if (!ret)
+		ret = backend_set_wce(&br->be, c->region[0]);
+	s->config[wce_off] = br->be.wce;
+	if (was_attached) {
+		int r2 = update_running(s);
+
+		if (!ret)
+			ret = r2;
+	}
+	return ret;
+}
+
+static int refuse(struct session *s, struct vu_msg *m)
+{
+	log_msg("refusing unsupported request %s (%u)",
+		req_name(m->hdr.request), m->hdr.request);
+	if (has_own_reply(m->hdr.request))
+		return vu_send(s->sock, m->hdr.request, NULL, 0) ?
+		       VU_FATAL : 0;
+	return -ENOTSUP;
+}
+
+static int dispatch(struct session *s, struct vu_msg *m)
+{
+	uint32_t req = m->hdr.request;
+
+	switch (req) {
+	case VU_GET_FEATURES:
+		if (!no_payload(m))
+			return VU_FATAL;
+		return reply_u64(s, req, offered_features(s));
+	case VU_SET_FEATURES:
+		return do_set_features(s, m);
+	case VU_GET_PROTOCOL_FEATURES:
+		if (!no_payload(m))
+			return VU_FATAL;
+		return reply_u64(s, req, VU_PROTOCOL_FEATURES);
+	case VU_SET_PROTOCOL_FEATURES:
+		if (!size_is(m, 8, 0))
+			return VU_FATAL;
+		if (m->p.u64 & ~VU_PROTOCOL_FEATURES) {
+			log_msg("SET_PROTOCOL_FEATURES 0x%llx: not offered",
+				(unsigned long long)m->p.u64);
+			return -EINVAL;
+		}
+		s->protocol_features = m->p.u64;
+		return 0;
+	case VU_SET_OWNER:
+		if (!size_is(m, 0, 0))
+			return VU_FATAL;
+		if (!s->owner) {
+			s->owner = true;
+			return 0;
+		}
+		log_msg("SET_OWNER: already owned");
+		return -EBUSY;
+	case VU_RESET_OWNER:
+		if (!size_is(m, 0, 0))
+			return VU_FATAL;
+		/* Back to a fresh device, as after connect. */
+		session_close_device(s);
+		s->owner = false;
+		return session_open_device(s) ? VU_FATAL : 0;
+	case VU_GET_QUEUE_NUM:
+		if (!no_payload(m))
+			return VU_FATAL;
+		return reply_u64(s, req, nqueues(s));
+	case VU_SET_MEM_TABLE:
+		return do_set_mem_table(s, m);
+	case VU_SET_VRING_NUM:
+		return do_vring_num(s, m);
+	case VU_SET_VRING_BASE:
+		return do_vring_base(s, m);
+	case VU_SET_VRING_ADDR:
+		return do_vring_addr(s, m);
+	case VU_SET_VRING_KICK:
+	case VU_SET_VRING_CALL:
+	case VU_SET_VRING_ERR:
+		return do_vring_fd(s, m);
+	case VU_GET_VRING_BASE:
+		return do_get_vring_base(s, m);
+	case VU_SET_VRING_ENABLE:
+		return do_vring_enable(s, m);
+	case VU_GET_CONFIG:
+		return do_get_config(s, m);
+	case VU_SET_CONFIG:
+		return do_set_config(s, m);
+	default:
+		if (req < VU_REQ_MAX && req_names[req])
+			return refuse(s, m);
+		log_msg("malformed message: unknown request %u", req);
+		return VU_FATAL;
+	}
+}
+
+int vu_serve(struct bridge *br, int sock)
+{
+	struct session *s;
+	struct vu_msg *m;
+	int ret = 0;
+
+	s = calloc(1, sizeof(*s));
+	m = calloc(1, sizeof(*m));
+	if (!s || !m) {
+		free(s);
+		free(m);
+		return -1;
+	}
+	s->br = br;
+	s->sock = sock;
+	if (session_open_device(s)) {
+		free(s);
+		free(m);
+		return -1;
+	}
+
+	while (!bridge_stopping()) {
+		int r = vu_recv(sock, m);
+
+		if (r <= 0) {
+			ret = r;
+			break;
+		}
+		log_dbg("<- %s (%u) flags 0x%x size %u fds %u",
+			req_name(m->hdr.request), m->hdr.request,
+			m->hdr.flags, m->hdr.size, m->nfds);
+		r = dispatch(s, m);
+		close_fds(m);
+		if (r == VU_FATAL) {
+			log_msg("ending session after %s",
+				req_name(m->hdr.request));
+			ret = -1;
+			break;
+		}
+		if (r)
+			log_msg("%s failed: %s", req_name(m->hdr.request),
+				strerror(-r));
+		if ((m->hdr.flags & VU_FLAG_NEED_REPLY) &&
+		    !has_own_reply(m->hdr.request) &&
+		    reply_u64(s, m->hdr.request, r ? 1 : 0)) {
+			ret = -1;
+			break;
+		}
+	}
+
+	session_close_device(s);
+	free(s);
+	free(m);
+	return ret;
+}

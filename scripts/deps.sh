@@ -60,7 +60,7 @@ apt_install() { apt-get install -y -q --no-install-recommends "$@"; }
 # Tools for the build, the VM harness and the tests.
 apt_install build-essential bc kmod cpio xz-utils zstd gzip busybox-static \
 	fio sparse gnuplot-nox e2fsprogs util-linux dkms perl python3 \
-	socat jq strace procps file
+	socat jq strace procps file rsync
 # QEMU 10.0 (bookworm's 7.2 TCG crashes the 6.12 kernel about one boot in four).
 apt_install -t bookworm-backports qemu-system-x86 qemu-utils qemu-block-extra ipxe-qemu seabios
 # qemu-storage-daemon lives in qemu-system-common on bookworm-backports.

@@ -1,0 +1,136 @@
+#!/bin/bash
+# check.sh [KERNEL...]: the project's test suite (make check).
+#
+# For each test kernel (default: 6.1 6.12): checkpatch on every kernel C file and
+# header, a warning-free module build, a sparse build, the VM harness self-tests,
+# then one L2 boot that runs every selftests/l2/*.sh. Prints one TAP-style line per
+# test with the kernel in its name and ends with "N passed, N failed, N skipped".
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$TOP"
+
+kernels=("$@")
+[ ${#kernels[@]} -gt 0 ] || kernels=(6.1 6.12)
+out=$BUILD/check
+mkdir -p "$out"
+: >"$out/results.tap"
+
+pass=0 fail=0 skip=0
+result() { # "ok"|"not ok" description [# SKIP ...]
+	local line="$1 - $2"
+	echo "$line" | tee -a "$out/results.tap"
+	case $line in
+	"not ok"*) fail=$((fail + 1)) ;;
+	*"# SKIP"*) skip=$((skip + 1)) ;;
+	*) pass=$((pass + 1)) ;;
+	esac
+}
+check_cmd() { # description log command...
+	local desc=$1 log=$2; shift 2
+	if "$@" >"$log" 2>&1; then result ok "$desc"; else
+		result "not ok" "$desc"; sed 's/^/#   /' "$log" | tail -n 30; fi
+}
+
+kernel_c_files() {
+	git ls-files -co --exclude-standard -- 'vhost_blk/*.[ch]' 'virtio_blk_bio/*.[ch]' \
+		'include/*.h' 'selftests/harness/*.[ch]' | sort -u
+}
+
+# checkpatch and the kernel-side sparse come from the kernel's own source tarball.
+extract_scripts() { # series -> dir holding scripts/checkpatch.pl
+	local series=$1 d=$BUILD/cache/linux-source-$series
+	if [ ! -f "$d/scripts/checkpatch.pl" ]; then
+		mkdir -p "$d"
+		tar -C "$BUILD/cache" -xf "/usr/src/linux-source-$series.tar.xz" --wildcards \
+			"linux-source-$series/scripts/checkpatch.pl" "linux-source-$series/scripts/spelling.txt" \
+			"linux-source-$series/scripts/const_structs.checkpatch" || return 1
+	fi
+	echo "$d"
+}
+
+no_warnings() { # log: fail if a compiler or sparse warning/error is in it
+	! grep -E 'warning:|error:|WARNING:|Error [0-9]' "$1"
+}
+
+build_quiet() { # rel tree-dir [C=2]
+	local rel=$1 tree=$2; shift 2
+	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
+		Kbuild Makefile include vhost_blk virtio_blk_bio scripts "$tree/" &&
+	make -C "$tree" KDIR="/lib/modules/$rel/build" CACHE="$BUILD/cache" "$@" modules
+}
+
+harness_selftests() { # kernel rel
+	local k=$1 rel=$2 rc
+	echo 'echo about to fail; exit 3' >"$out/h-fail.sh"
+	echo 'insmod /root/harness_warn.ko; echo loaded; exit 0' >"$out/h-warn.sh"
+	echo 'echo hanging; while :; do sleep 1; done' >"$out/h-hang.sh"
+	scripts/vm.sh --kernel "$rel" --name "harness-fail-$rel" --timeout 240 "$out/h-fail.sh" \
+		>"$out/h-fail-$rel.log" 2>&1; rc=$?
+	[ $rc = 3 ] && result ok "[$k] harness: a failing script fails the run (status 3)" ||
+		result "not ok" "[$k] harness: a failing script fails the run (got $rc, want 3)"
+	scripts/vm.sh --kernel "$rel" --name "harness-warn-$rel" --timeout 240 "$out/h-warn.sh" \
+		>"$out/h-warn-$rel.log" 2>&1; rc=$?
+	[ $rc = 126 ] && grep -q loaded "$out/h-warn-$rel.log" &&
+		result ok "[$k] harness: a kernel WARN fails a run whose script exited 0" ||
+		result "not ok" "[$k] harness: a kernel WARN fails a run whose script exited 0 (got $rc, want 126)"
+	scripts/vm.sh --kernel "$rel" --name "harness-hang-$rel" --timeout 60 "$out/h-hang.sh" \
+		>"$out/h-hang-$rel.log" 2>&1; rc=$?
+	[ $rc = 124 ] && [ -s "$BUILD/vm/harness-hang-$rel/console.log" ] &&
+		result ok "[$k] harness: a hanging VM is killed at the timeout, console log kept" ||
+		result "not ok" "[$k] harness: a hanging VM is killed at the timeout, console log kept (got $rc, want 124)"
+}
+
+for k in "${kernels[@]}"; do
+	rel=$(kernel_rel "$k") || { result "not ok" "[$k] kernel installed"; continue; }
+	series=$(echo "$rel" | sed 's/^\([0-9]*\.[0-9]*\).*/\1/')
+	echo "# ==== kernel $k ($rel)"
+
+	if cp_dir=$(extract_scripts "$series"); then
+		for f in $(kernel_c_files); do
+			check_cmd "[$k] checkpatch $f" "$out/checkpatch.log" \
+				perl "$cp_dir/scripts/checkpatch.pl" --no-tree --quiet --strict -f "$f"
+		done
+	else
+		result "not ok" "[$k] checkpatch available (linux-source-$series)"
+	fi
+
+	for mode in build sparse; do
+		log=$out/$mode-$rel.log
+		if [ $mode = build ]; then
+			desc="[$k] modules build without warnings"
+			build_quiet "$rel" "$BUILD/k/$rel/warn-check" >"$log" 2>&1
+		else
+			desc="[$k] sparse (C=2) on both modules, no warnings"
+			build_quiet "$rel" "$BUILD/k/$rel/sparse" C=2 >"$log" 2>&1
+		fi
+		if [ $? = 0 ] && no_warnings "$log" >/dev/null; then
+			result ok "$desc"
+		else
+			result "not ok" "$desc"
+			grep -E 'warning:|error:|WARNING:|Error' "$log" | head -n 30 | sed 's/^/#   /'
+		fi
+	done
+
+	harness_selftests "$k" "$rel"
+
+	echo "# booting L2 ($rel) for the in-VM tests"
+	scripts/vm.sh --kernel "$rel" --name "check-$rel" --timeout 2400 \
+		selftests/lib/run-tests.sh >"$out/vm-$rel.log" 2>&1
+	rc=$?
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) result ok "[$k] ${line#ok - }" ;;
+		"not ok - "*) result "not ok" "[$k] ${line#not ok - }" ;;
+		"#"*) echo "$line" ;;
+		esac
+	done <"$out/vm-$rel.log"
+	if [ $rc = 0 ]; then
+		result ok "[$k] L2 VM run completed, kernel log clean"
+	else
+		result "not ok" "[$k] L2 VM run completed, kernel log clean (status $rc)"
+		grep '^vmrun:' "$out/vm-$rel.log" | sed 's/^/#   /'
+	fi
+done
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]

@@ -1,0 +1,136 @@
+#!/bin/bash
+# vm.sh: run a script as root in a test VM (L2) booted on a test kernel.
+#
+# usage: scripts/vm.sh [--kernel 6.1|6.12|REL] [--timeout SEC] [--mem 4G] [--smp 2]
+#                      [--name NAME] [--file SRC[:DST]]... [--bin NAME|PATH]...
+#                      [--qemu-arg ARG]... [--accel kvm|tcg] SCRIPT [ARGS...]
+#
+# Builds both modules for the kernel and the userspace tools, assembles the L2 image
+# (cached under build/img/REL) and boots it: KVM when a short canary boot proves KVM
+# works on this machine, TCG (-cpu max, which gives L2 nested SVM) otherwise. Prints
+# the script's output and exits with its status; a VM that hangs is killed at the
+# timeout (exit 124); Oops/BUG/WARNING/KASAN/lockdep/hung-task lines in the kernel log
+# fail the run (exit 126). Logs: build/vm/NAME/{console.log,output.log,l3-console.log}.
+#
+# Inside L2: the project's modules in /lib/modules/REL/extra (modprobe vhost_blk,
+# modprobe virtio_blk_bio), /src/selftests, the tools in /usr/bin, and
+#   l3run [-t SEC] [-m MEM] [-c CPUS] SCRIPT [QEMU_ARGS...]
+# which boots an L3 guest (nested KVM, same kernel) running SCRIPT.
+#
+# It builds from the checkout it lives in, into that checkout's build/. Several
+# people editing one checkout: run it from a private copy (rsync -a --exclude build).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+kernel=6.1 timeout=600 mem=4G smp=2 name= accel=
+files=() bins=() qargs=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kernel=$2; shift 2 ;;
+	--timeout) timeout=$2; shift 2 ;;
+	--mem) mem=$2; shift 2 ;;
+	--smp) smp=$2; shift 2 ;;
+	--name) name=$2; shift 2 ;;
+	--file) files+=(--file "$2"); shift 2 ;;
+	--bin) bins+=(--bin "$2"); shift 2 ;;
+	--qemu-arg) qargs+=("$2"); shift 2 ;;
+	--accel) accel=$2; shift 2 ;;
+	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	-*) echo "vm.sh: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+[ $# -gt 0 ] || { echo "vm.sh: no script given (see --help)" >&2; exit 2; }
+script=$1; shift
+[ -f "$script" ] || { echo "vm.sh: script $script not found" >&2; exit 2; }
+
+rel=$(kernel_rel "$kernel")
+name=${name:-$(basename "$script" .sh)-$rel}
+vmdir=$BUILD/vm/$name
+mkdir -p "$vmdir" "$BUILD/k"
+
+# One build of a kernel's modules and images at a time (parallel runs share build/).
+exec 9>"$BUILD/k/.lock-$rel"
+flock 9
+tree=$(build_modules "$rel")
+make -s -C "$TOP" tools >&2
+kos=("$tree/vhost_blk/vhost_blk.ko" "$tree/virtio_blk_bio/virtio_blk_bio.ko")
+
+imgdir=$BUILD/img/$rel
+mkdir -p "$imgdir"
+vmtools=$TOP/scripts/vm
+common_bins=(bash fio mke2fs mkfs.ext4 e2fsck fsck.ext4 blkdiscard fstrim fallocate blockdev)
+l3_mods="virtio_pci virtio_blk null_blk ext4 loop"
+l2_mods="virtio_pci virtio_blk vhost vhost_iotlb null_blk brd loop kvm_amd ext4 tun"
+tool_bins=()
+for t in "$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test"; do
+	[ -x "$t" ] && tool_bins+=(--file "$t:/usr/bin/$(basename "$t")")
+done
+
+# L3 image: the guest side (virtio_blk_bio + tests).
+warnko=$BUILD/k/$rel/warn_on/harness_warn.ko
+l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$vmtools" "$warnko")
+if [ "$(cat "$imgdir/l3.key" 2>/dev/null)" != "$l3key" ]; then
+	echo "vm.sh: building L3 image for $rel" >&2
+	bargs=(); for b in "${common_bins[@]}"; do bargs+=(--bin "$b"); done
+	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l3.img" --modules "$l3_mods" \
+		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" \
+		--file "$TOP/selftests:/src/selftests" --file "$warnko:/root/harness_warn.ko"
+	echo "$l3key" >"$imgdir/l3.key"
+fi
+
+# L2 image: the host side, carrying QEMU, the tools and the L3 kernel + image.
+fw=()
+for f in /usr/share/seabios/bios-256k.bin /usr/share/qemu/linuxboot_dma.bin \
+	 /usr/share/qemu/kvmvapic.bin /usr/share/qemu/pvh.bin /usr/share/qemu/multiboot_dma.bin; do
+	[ -f "$f" ] && fw+=(--file "$f:$f")
+done
+l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$vmtools" \
+	"$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" \
+	"$warnko")
+if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
+	echo "vm.sh: building L2 image for $rel" >&2
+	bargs=(); for b in "${common_bins[@]}" qemu-system-x86_64 qemu-img qemu-storage-daemon \
+		losetup socat; do bargs+=(--bin "$b"); done
+	xtra=(--file "$warnko:/root/harness_warn.ko")
+	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l2.img" --modules "$l2_mods" \
+		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \
+		--file "$TOP/selftests:/src/selftests" \
+		--file "$vmtools/vmrun:/usr/bin/vmrun" --file "$vmtools/l3run:/usr/bin/l3run" \
+		--file "/boot/vmlinuz-$rel:/l3/vmlinuz" --file "$imgdir/l3.img:/l3/initrd.img"
+	echo "$l2key" >"$imgdir/l2.key"
+fi
+
+img=$vmdir/base.img
+if [ ${#files[@]} -gt 0 ] || [ ${#bins[@]} -gt 0 ]; then
+	"$vmtools/mkinitramfs" --kernel "$rel" --out "$vmdir/extra.img" "${files[@]}" "${bins[@]}"
+	cat "$imgdir/l2.img" "$vmdir/extra.img" >"$img"
+else
+	cp "$imgdir/l2.img" "$img"
+fi
+flock -u 9
+
+# KVM only when a canary boot proves it works here (cached per host boot).
+if [ -z "$accel" ]; then
+	probe=$BUILD/kvm-probe.$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo x)
+	if [ ! -f "$probe" ]; then
+		accel=tcg
+		if [ -w /dev/kvm ]; then
+			echo 'echo canary-ok' >"$BUILD/canary.sh"
+			if "$vmtools/vmrun" --quiet --accel kvm --timeout 30 --mem 512M --smp 1 \
+				--kernel "/boot/vmlinuz-$rel" --initrd "$imgdir/l3.img" \
+				--dir "$BUILD/vm/kvm-canary" "$BUILD/canary.sh" 2>/dev/null &&
+			   grep -q canary-ok "$BUILD/vm/kvm-canary/output.log"; then
+				accel=kvm
+			fi
+		fi
+		echo "$accel" >"$probe"
+		echo "vm.sh: using $accel (KVM canary boot $([ "$accel" = kvm ] && echo passed || echo failed or no /dev/kvm))" >&2
+	fi
+	accel=$(cat "$probe")
+fi
+
+: >"$vmdir/l3-console.log"
+exec "$vmtools/vmrun" --accel "$accel" --timeout "$timeout" --mem "$mem" --smp "$smp" \
+	--kernel "/boot/vmlinuz-$rel" --initrd "$img" --dir "$vmdir" \
+	"$script" "$@" -- -serial "file:$vmdir/l3-console.log" "${qargs[@]}"

@@ -1,0 +1,59 @@
+#!/bin/bash
+# run-tests.sh [TEST...]: run the in-VM tests (default: every executable
+# /src/selftests/l2/*.sh, sorted) one after another and print TAP-style lines.
+#
+# A test prints "ok - what", "not ok - what" or "ok - what # SKIP why" for its own
+# checks; other output is shown as "# ..." comments. A nonzero exit adds a failure
+# (77 = skipped, the last output line says why); a test that prints no result line
+# is one result judged by its exit status. After each test the kernel log is read:
+# an Oops, BUG, WARNING, KASAN, lockdep or hung-task line is a failure of that test.
+BAD_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|lockdep|possible (recursive|circular) locking|blocked for more than|Kernel panic|general protection fault|soft lockup|hard LOCKUP|rcu.*detected stalls?'
+TEST_TIMEOUT=${TEST_TIMEOUT:-900}
+
+if [ $# -eq 0 ]; then
+	for t in /src/selftests/l2/*.sh; do [ -x "$t" ] && set -- "$@" "$t"; done
+fi
+export PATH=/src/selftests/lib:$PATH
+
+fails=0
+for t in "$@"; do
+	name=$(basename "$t" .sh)
+	echo "# ---- $name"
+	dmesg -c >/dev/null
+	start=$(date +%s)
+	timeout -s KILL "$TEST_TIMEOUT" bash "$t" >/tmp/test.out 2>&1 </dev/null
+	rc=$?
+	secs=$(($(date +%s) - start))
+	results=0 failed=0
+	while IFS= read -r line; do
+		case $line in
+		"ok "*|"not ok "*)
+			results=$((results + 1))
+			case $line in "not ok "*) failed=1 ;; esac
+			desc=${line#ok }; desc=${desc#not ok }; desc=${desc#- }
+			case $line in
+			"not ok "*) echo "not ok - $name: $desc" ;;
+			*) echo "ok - $name: $desc" ;;
+			esac ;;
+		*) echo "#   $line" ;;
+		esac
+	done </tmp/test.out
+	if [ "$rc" = 77 ]; then
+		echo "ok - $name # SKIP $(tail -n 1 /tmp/test.out)"
+	elif [ "$rc" = 137 ]; then
+		echo "not ok - $name: killed after ${TEST_TIMEOUT}s"; failed=1
+	elif [ "$rc" != 0 ]; then
+		echo "not ok - $name: exit status $rc"; failed=1
+	elif [ "$results" = 0 ]; then
+		echo "ok - $name"
+	fi
+	bad=$(dmesg | grep -E "$BAD_RE")
+	if [ -n "$bad" ]; then
+		echo "not ok - $name: kernel log clean"
+		echo "$bad" | head -n 10 | sed 's/^/#   kernel: /'
+		failed=1
+	fi
+	echo "# ---- $name: ${secs}s"
+	[ "$failed" = 0 ] || fails=$((fails + 1))
+done
+exit 0

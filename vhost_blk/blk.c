@@ -1,29 +1,354 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * vhost_blk: an in-kernel virtio-blk device on the vhost core.
+ *
+ * /dev/vhost-blk: one open file is one device.  The vhost core owns the
+ * rings, the memory table, the eventfds and the workers; this file holds
+ * the device lifetime and its ioctls, req.c the request path.
  */
 #include <linux/module.h>
 #include <linux/miscdevice.h>
 #include <linux/fs.h>
+#include <linux/blkdev.h>
 #include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/virtio_byteorder.h>
 
-#include "vhost.h"
-#include <linux/vhost_blk.h>
+#include "blk.h"
+
+unsigned int vhost_blk_max_inflight = 128;
+module_param_named(max_inflight, vhost_blk_max_inflight, uint, 0444);
+MODULE_PARM_DESC(max_inflight,
+		 "Requests in flight per queue (1-1024, default 128)");
+
+static atomic_t vhost_blk_ids = ATOMIC_INIT(0);
 
 static int vhost_blk_open(struct inode *inode, struct file *f)
 {
+	struct vhost_blk *blk;
+	int i;
+
+	blk = kvzalloc(sizeof(*blk), GFP_KERNEL);
+	if (!blk)
+		return -ENOMEM;
+
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+		struct vhost_blk_vq *bvq = &blk->vqs[i];
+
+		bvq->blk = blk;
+		bvq->index = i;
+		init_llist_head(&bvq->done);
+		vhost_work_init(&bvq->done_work, vhost_blk_done_work);
+		bvq->vq.handle_kick = vhost_blk_handle_kick;
+		blk->vqp[i] = &bvq->vq;
+	}
+	vhost_dev_init(&blk->dev, blk->vqp, VHOST_BLK_MAX_QUEUES, UIO_MAXIOV,
+		       VHOST_BLK_WEIGHT, VHOST_BLK_BYTE_WEIGHT, true, NULL);
+	atomic_set(&blk->pending, 0);
+	init_waitqueue_head(&blk->pending_wait);
+	blk->num_queues = 1;
+	blk->id = atomic_inc_return(&vhost_blk_ids);
+	vhost_blk_stats_add(blk);
+	f->private_data = blk;
 	return 0;
+}
+
+/*
+ * Stop all queues and wait for every request in flight.  On return no
+ * request refers to the backend and the used rings are up to date (or,
+ * if the worker died with its owner, the requests were dropped).
+ * Called with dev.mutex held or on release.
+ */
+static void vhost_blk_drain(struct vhost_blk *blk)
+{
+	int i;
+
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+		struct vhost_virtqueue *vq = &blk->vqs[i].vq;
+
+		mutex_lock(&vq->mutex);
+		blk->vqs[i].be = NULL;
+		vhost_vq_set_backend(vq, NULL);
+		mutex_unlock(&vq->mutex);
+	}
+	/* No handle_kick is running or will submit anything now. */
+	vhost_dev_flush(&blk->dev);
+	wait_event(blk->pending_wait, !atomic_read(&blk->pending));
+	/* Completion callbacks have left their RCU sections. */
+	synchronize_rcu();
+	/* The workers retire what completed. */
+	vhost_dev_flush(&blk->dev);
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		vhost_blk_drop_done(&blk->vqs[i]);
+}
+
+static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)
+{
+	if (be) {
+		fput(be->file);
+		kfree(be);
+	}
 }
 
 static int vhost_blk_release(struct inode *inode, struct file *f)
 {
+	struct vhost_blk *blk = f->private_data;
+
+	vhost_blk_drain(blk);
+	vhost_dev_stop(&blk->dev);
+	vhost_dev_cleanup(&blk->dev);
+	vhost_blk_backend_free(blk->be);
+	vhost_blk_stats_del(blk);
+	kvfree(blk);
 	return 0;
+}
+
+static struct vhost_blk_backend_file *
+vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
+{
+	struct vhost_blk_backend_file *be;
+	struct block_device *bdev = NULL;
+	struct file *file;
+	struct inode *inode;
+	loff_t size;
+	int ret = -EINVAL;
+
+	file = fget(fd);
+	if (!file)
+		return ERR_PTR(-EBADF);
+	inode = file->f_mapping->host;
+	if (!(file->f_mode & FMODE_READ) || !file->f_op->read_iter)
+		goto err;
+	if (S_ISBLK(inode->i_mode)) {
+		bdev = I_BDEV(inode);
+		size = bdev_nr_bytes(bdev);
+	} else if (S_ISREG(inode->i_mode)) {
+		size = i_size_read(inode);
+	} else {
+		goto err;
+	}
+
+	ret = -ENOMEM;
+	be = kzalloc(sizeof(*be), GFP_KERNEL);
+	if (!be)
+		goto err;
+	be->file = file;
+	be->capacity = size >> SECTOR_SHIFT;
+	be->bdev = !!bdev;
+	be->regular = !bdev;
+	be->direct = file->f_flags & O_DIRECT;
+	be->ro = (arg->flags & VHOST_BLK_BACKEND_F_RO) ||
+		 !(file->f_mode & FMODE_WRITE) || !file->f_op->write_iter ||
+		 (bdev && bdev_read_only(bdev));
+	be->blk_size = arg->blk_size;
+	if (!be->blk_size)
+		be->blk_size = bdev ? bdev_logical_block_size(bdev) :
+			       SECTOR_SIZE;
+	if (bdev && be->blk_size < bdev_logical_block_size(bdev)) {
+		kfree(be);
+		ret = -EINVAL;
+		goto err;
+	}
+	return be;
+err:
+	fput(file);
+	return ERR_PTR(ret);
+}
+
+static long vhost_blk_set_backend(struct vhost_blk *blk,
+				  struct vhost_blk_backend __user *uarg)
+{
+	struct vhost_blk_backend_file *be = NULL, *old;
+	struct vhost_blk_backend arg;
+	u32 usize;
+	long ret;
+	int i;
+
+	if (get_user(usize, &uarg->size))
+		return -EFAULT;
+	if (usize < offsetofend(struct vhost_blk_backend, fd))
+		return -EINVAL;
+	ret = copy_struct_from_user(&arg, sizeof(arg), uarg, usize);
+	if (ret)
+		return ret;
+	if (arg.flags & ~VHOST_BLK_BACKEND_F_ALL || arg.reserved0 ||
+	    arg.reserved1 || memchr_inv(arg.reserved2, 0,
+					sizeof(arg.reserved2)))
+		return -EINVAL;
+	if (arg.num_queues > VHOST_BLK_MAX_QUEUES)
+		return -EINVAL;
+	if (arg.blk_size && (!is_power_of_2(arg.blk_size) ||
+			     arg.blk_size < SECTOR_SIZE ||
+			     arg.blk_size > PAGE_SIZE))
+		return -EINVAL;
+	if (arg.fd < -1)
+		return -EBADF;
+	if (arg.fd >= 0) {
+		be = vhost_blk_backend_open(arg.fd, &arg);
+		if (IS_ERR(be))
+			return PTR_ERR(be);
+	}
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (ret) {
+		mutex_unlock(&blk->dev.mutex);
+		vhost_blk_backend_free(be);
+		return ret;
+	}
+	old = blk->be;
+	if (old)
+		vhost_blk_drain(blk);
+	blk->be = be;
+	if (be) {
+		blk->num_queues = arg.num_queues ? arg.num_queues : 1;
+		memcpy(blk->serial, arg.serial, sizeof(blk->serial));
+		for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+			struct vhost_virtqueue *vq = &blk->vqs[i].vq;
+
+			mutex_lock(&vq->mutex);
+			blk->vqs[i].be = be;
+			/* Pick up what the guest queued before. */
+			if (vq->kick)
+				vhost_poll_queue(&vq->poll);
+			mutex_unlock(&vq->mutex);
+		}
+	}
+	mutex_unlock(&blk->dev.mutex);
+	vhost_blk_backend_free(old);
+	return 0;
+}
+
+/* Under dev.mutex. */
+static u64 vhost_blk_features(struct vhost_blk *blk)
+{
+	u64 features = VHOST_BLK_FEATURES;
+
+	if (blk->be && blk->be->ro)
+		features |= 1ULL << VIRTIO_BLK_F_RO;
+	return features;
+}
+
+static long vhost_blk_get_config(struct vhost_blk *blk,
+				 struct vhost_blk_config __user *uarg)
+{
+	struct vhost_blk_backend_file *be;
+	struct virtio_blk_config *c;
+	struct vhost_blk_config *kc;
+	u32 usize;
+	long ret = 0;
+
+	if (get_user(usize, &uarg->size))
+		return -EFAULT;
+	if (usize < offsetofend(struct vhost_blk_config, flags))
+		return -EINVAL;
+	kc = kzalloc(sizeof(*kc), GFP_KERNEL);
+	if (!kc)
+		return -ENOMEM;
+	c = &kc->blk;
+	kc->size = sizeof(*kc);
+	kc->config_len = sizeof(*c);
+
+	mutex_lock(&blk->dev.mutex);
+	be = blk->be;
+	kc->features = vhost_blk_features(blk);
+	c->seg_max = __cpu_to_virtio32(true, VHOST_BLK_SEG_MAX);
+	c->num_queues = __cpu_to_virtio16(true, blk->num_queues);
+	c->blk_size = __cpu_to_virtio32(true, SECTOR_SIZE);
+	if (be) {
+		kc->flags |= VHOST_BLK_CONFIG_F_BACKEND;
+		if (be->ro)
+			kc->flags |= VHOST_BLK_CONFIG_F_RO;
+		if (be->direct)
+			kc->flags |= VHOST_BLK_CONFIG_F_DIRECT;
+		if (be->bdev)
+			kc->flags |= VHOST_BLK_CONFIG_F_BDEV;
+		c->capacity = __cpu_to_virtio64(true, be->capacity);
+		c->blk_size = __cpu_to_virtio32(true, be->blk_size);
+		c->discard_sector_alignment =
+			__cpu_to_virtio32(true, be->blk_size >> SECTOR_SHIFT);
+	}
+	c->max_discard_sectors = __cpu_to_virtio32(true,
+						   VHOST_BLK_MAX_DWZ_SECTORS);
+	c->max_discard_seg = __cpu_to_virtio32(true, VHOST_BLK_MAX_DWZ_SEG);
+	c->max_write_zeroes_sectors =
+		__cpu_to_virtio32(true, VHOST_BLK_MAX_DWZ_SECTORS);
+	c->max_write_zeroes_seg = __cpu_to_virtio32(true,
+						    VHOST_BLK_MAX_DWZ_SEG);
+	c->write_zeroes_may_unmap = 1;
+	mutex_unlock(&blk->dev.mutex);
+
+	if (copy_to_user(uarg, kc, min_t(size_t, usize, sizeof(*kc))))
+		ret = -EFAULT;
+	kfree(kc);
+	return ret;
+}
+
+static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
+{
+	int i;
+
+	if (features & ~(VHOST_BLK_FEATURES | (1ULL << VIRTIO_BLK_F_RO)))
+		return -EOPNOTSUPP;
+
+	mutex_lock(&blk->dev.mutex);
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+		struct vhost_virtqueue *vq = &blk->vqs[i].vq;
+
+		mutex_lock(&vq->mutex);
+		vq->acked_features = features;
+		mutex_unlock(&vq->mutex);
+	}
+	mutex_unlock(&blk->dev.mutex);
+	return 0;
+}
+
+/* The device's own ioctls match by type and number: their size may grow. */
+static bool vhost_blk_ioctl_is(unsigned int ioctl, unsigned int cmd)
+{
+	return _IOC_TYPE(ioctl) == _IOC_TYPE(cmd) &&
+	       _IOC_NR(ioctl) == _IOC_NR(cmd) &&
+	       _IOC_DIR(ioctl) == _IOC_DIR(cmd);
 }
 
 static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 			    unsigned long arg)
 {
-	return -ENOIOCTLCMD;
+	struct vhost_blk *blk = f->private_data;
+	void __user *argp = (void __user *)arg;
+	u64 __user *featurep = argp;
+	u64 features;
+	long r;
+
+	if (vhost_blk_ioctl_is(ioctl, VHOST_BLK_SET_BACKEND))
+		return vhost_blk_set_backend(blk, argp);
+	if (vhost_blk_ioctl_is(ioctl, VHOST_BLK_GET_CONFIG))
+		return vhost_blk_get_config(blk, argp);
+
+	switch (ioctl) {
+	case VHOST_GET_FEATURES:
+		mutex_lock(&blk->dev.mutex);
+		features = vhost_blk_features(blk);
+		mutex_unlock(&blk->dev.mutex);
+		if (copy_to_user(featurep, &features, sizeof(features)))
+			return -EFAULT;
+		return 0;
+	case VHOST_SET_FEATURES:
+		if (copy_from_user(&features, featurep, sizeof(features)))
+			return -EFAULT;
+		return vhost_blk_set_features(blk, features);
+	default:
+		mutex_lock(&blk->dev.mutex);
+		if (vhost_blk_is_worker_ioctl(ioctl)) {
+			r = vhost_blk_worker_ioctl(&blk->dev, ioctl, argp);
+		} else {
+			r = vhost_dev_ioctl(&blk->dev, ioctl, argp);
+			if (r == -ENOIOCTLCMD)
+				r = vhost_vring_ioctl(&blk->dev, ioctl, argp);
+		}
+		mutex_unlock(&blk->dev.mutex);
+		return r;
+	}
 }
 
 static const struct file_operations vhost_blk_fops = {
@@ -43,12 +368,26 @@ static struct miscdevice vhost_blk_misc = {
 
 static int __init vhost_blk_init(void)
 {
-	return misc_register(&vhost_blk_misc);
+	int ret;
+
+	vhost_blk_max_inflight = clamp(vhost_blk_max_inflight, 1U, 1024U);
+	ret = vhost_blk_req_init();
+	if (ret)
+		return ret;
+	vhost_blk_stats_init();
+	ret = misc_register(&vhost_blk_misc);
+	if (ret) {
+		vhost_blk_stats_exit();
+		vhost_blk_req_exit();
+	}
+	return ret;
 }
 
 static void __exit vhost_blk_exit(void)
 {
 	misc_deregister(&vhost_blk_misc);
+	vhost_blk_stats_exit();
+	vhost_blk_req_exit();
 }
 
 module_init(vhost_blk_init);
@@ -56,4 +395,3 @@ module_exit(vhost_blk_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Host kernel accelerator for virtio-blk");
-MODULE_ALIAS("devname:vhost-blk");

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * vhost_blk: internal definitions shared by the device (blk.c), the request
+ * path (req.c) and the statistics (stats.c).
+ */
+#ifndef _VHOST_BLK_BLK_H
+#define _VHOST_BLK_BLK_H
+
+#include <linux/fs.h>
+#include <linux/llist.h>
+#include <linux/uio.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/virtio_blk.h>
+
+#define KCOMPAT_VHOST_BLK
+#include "kcompat.h"
+#include <linux/vhost_blk.h>
+
+/* Descriptors the guest may use for data (config.seg_max). */
+#define VHOST_BLK_SEG_MAX		126
+/* iovecs per request: data + header + status, with room for splits. */
+#define VHOST_BLK_IOV_MAX		240
+/* Discard / write-zeroes ranges per request. */
+#define VHOST_BLK_MAX_DWZ_SEG		16
+/* Sectors per discard / write-zeroes range: 2 GiB. */
+#define VHOST_BLK_MAX_DWZ_SECTORS	(1U << 22)
+/* Requests one queue handles before yielding its worker. */
+#define VHOST_BLK_WEIGHT		256
+/* Bytes one queue handles before yielding its worker. */
+#define VHOST_BLK_BYTE_WEIGHT		(16 << 20)
+/* Completions written to the used ring per vhost_add_used_n() call. */
+#define VHOST_BLK_USED_BATCH		64
+
+/* Request types, indexes of the statistics counters. */
+enum vhost_blk_op {
+	VHOST_BLK_OP_IN,
+	VHOST_BLK_OP_OUT,
+	VHOST_BLK_OP_FLUSH,
+	VHOST_BLK_OP_GET_ID,
+	VHOST_BLK_OP_DISCARD,
+	VHOST_BLK_OP_WRITE_ZEROES,
+	VHOST_BLK_OP_OTHER,
+	VHOST_BLK_OP_NR,
+};
+
+/* Per-queue counters, written only by the queue's worker under vq->mutex. */
+struct vhost_blk_qstats {
+	u64 reqs[VHOST_BLK_OP_NR];
+	u64 bytes[VHOST_BLK_OP_NR];
+	u64 ioerr;
+	u64 unsupp;
+	u64 bad_chain;
+	u64 batches;
+	u64 throttled;
+};
+
+/* An attached backend file; immutable while attached. */
+struct vhost_blk_backend_file {
+	struct file *file;
+	u64 capacity;		/* 512-byte sectors */
+	u32 blk_size;
+	bool ro;
+	bool direct;
+	bool bdev;
+	bool regular;
+};
+
+struct vhost_blk;
+
+struct vhost_blk_vq {
+	struct vhost_virtqueue vq;
+	struct vhost_blk *blk;
+	/* Backend requests use; under vq.mutex. */
+	struct vhost_blk_backend_file *be;
+	/* Completed requests, pushed from any context. */
+	struct llist_head done;
+	struct vhost_work done_work;
+	/* Requests fetched and not yet retired; under vq.mutex. */
+	unsigned int inflight;
+	bool throttled;
+	u16 index;
+	struct vhost_blk_qstats stats;
+};
+
+struct vhost_blk {
+	struct vhost_dev dev;
+	struct vhost_blk_vq vqs[VHOST_BLK_MAX_QUEUES];
+	struct vhost_virtqueue *vqp[VHOST_BLK_MAX_QUEUES];
+	/* The attached backend, under dev.mutex. */
+	struct vhost_blk_backend_file *be;
+	u16 num_queues;
+	u8 serial[VHOST_BLK_SERIAL_LEN];
+	/* Requests submitted whose I/O has not completed yet. */
+	atomic_t pending;
+	wait_queue_head_t pending_wait;
+	unsigned int id;
+	struct dentry *debugfs;
+};
+
+struct vhost_blk_req {
+	struct llist_node node;
+	struct vhost_blk_vq *bvq;
+	struct vhost_blk_backend_file *be;
+	struct kiocb iocb;
+	struct work_struct work;
+	u64 start_ns;
+	u64 sector;
+	u8 __user *status_ptr;
+	u32 type;
+	u64 len;		/* data bytes requested */
+	u32 used_len;		/* bytes written into the chain */
+	u16 head;
+	u8 status;
+	u8 op;
+	u8 nr_seg;
+	struct virtio_blk_discard_write_zeroes seg[VHOST_BLK_MAX_DWZ_SEG];
+	struct iovec iov[VHOST_BLK_IOV_MAX];
+};
+
+extern unsigned int vhost_blk_max_inflight;
+
+/* req.c */
+int vhost_blk_req_init(void);
+void vhost_blk_req_exit(void);
+void vhost_blk_handle_kick(struct vhost_work *work);
+void vhost_blk_done_work(struct vhost_work *work);
+void vhost_blk_drop_done(struct vhost_blk_vq *bvq);
+
+/* stats.c */
+void vhost_blk_stats_init(void);
+void vhost_blk_stats_exit(void);
+void vhost_blk_stats_add(struct vhost_blk *blk);
+void vhost_blk_stats_del(struct vhost_blk *blk);
+
+#endif /* _VHOST_BLK_BLK_H */

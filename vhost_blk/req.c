@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost_blk request path: fetch a chain from the virtqueue, validate what the
+ * guest wrote, turn it into an async kiocb (IN/OUT) or a work item
+ * (FLUSH/DISCARD/WRITE_ZEROES), and retire completions in batches.
+ */
+#include <linux/blkdev.h>
+#include <linux/falloc.h>
+#include <linux/sched/clock.h>
+#include <linux/slab.h>
+#include <linux/virtio_byteorder.h>
+
+#include "blk.h"
+
+#define CREATE_TRACE_POINTS
+#include "trace.h"
+
+static struct kmem_cache *vhost_blk_req_cache;
+static struct workqueue_struct *vhost_blk_wq;
+
+int vhost_blk_req_init(void)
+{
+	vhost_blk_req_cache = KMEM_CACHE(vhost_blk_req, 0);
+	if (!vhost_blk_req_cache)
+		return -ENOMEM;
+	vhost_blk_wq = alloc_workqueue("vhost-blk", WQ_UNBOUND | WQ_MEM_RECLAIM,
+				       0);
+	if (!vhost_blk_wq) {
+		kmem_cache_destroy(vhost_blk_req_cache);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void vhost_blk_req_exit(void)
+{
+	destroy_workqueue(vhost_blk_wq);
+	kmem_cache_destroy(vhost_blk_req_cache);
+}
+
+static u8 vhost_blk_op(u32 type)
+{
+	switch (type) {
+	case VIRTIO_BLK_T_IN:
+		return VHOST_BLK_OP_IN;
+	case VIRTIO_BLK_T_OUT:
+		return VHOST_BLK_OP_OUT;
+	case VIRTIO_BLK_T_FLUSH:
+		return VHOST_BLK_OP_FLUSH;
+	case VIRTIO_BLK_T_GET_ID:
+		return VHOST_BLK_OP_GET_ID;
+	case VIRTIO_BLK_T_DISCARD:
+		return VHOST_BLK_OP_DISCARD;
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+		return VHOST_BLK_OP_WRITE_ZEROES;
+	default:
+		return VHOST_BLK_OP_OTHER;
+	}
+}
+
+/*
+ * A request is finished (from any context, including interrupts): hand it
+ * to the queue's worker, which writes the status and the used ring.
+ */
+static void vhost_blk_req_done(struct vhost_blk_req *req)
+{
+	struct vhost_blk_vq *bvq = req->bvq;
+	struct vhost_blk *blk = bvq->blk;
+
+	/*
+	 * The RCU read section keeps blk alive until wake_up() returned:
+	 * teardown waits for pending == 0 and then for a grace period.
+	 */
+	rcu_read_lock();
+	llist_add(&req->node, &bvq->done);
+	/* If the worker is gone, teardown drops the request. */
+	vhost_blk_vq_work_queue(&bvq->vq, &bvq->done_work);
+	if (atomic_dec_and_test(&blk->pending))
+		wake_up(&blk->pending_wait);
+	rcu_read_unlock();
+}
+
+static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
+{
+	struct vhost_blk_req *req = container_of(iocb, struct vhost_blk_req,
+						 iocb);
+
+	if (iocb->ki_flags & IOCB_WRITE && req->be->regular)
+		kiocb_end_write(iocb);
+	if (ret >= 0 && (u64)ret == req->len) {
+		req->status = VIRTIO_BLK_S_OK;
+	} else {
+		req->status = VIRTIO_BLK_S_IOERR;
+		if (ret < 0)
+			ret = 0;
+	}
+	if (req->op == VHOST_BLK_OP_IN)
+		req->used_len = ret + 1;
+	vhost_blk_req_done(req);
+}
+
+static void vhost_blk_submit_rw(struct vhost_blk_req *req,
+				struct iov_iter *iter)
+{
+	struct vhost_blk_backend_file *be = req->be;
+	struct file *file = be->file;
+	struct kiocb *iocb = &req->iocb;
+	bool write = req->op == VHOST_BLK_OP_OUT;
+	struct iov_iter saved = *iter;
+	ssize_t ret;
+
+	init_sync_kiocb(iocb, file);
+	iocb->ki_pos = req->sector << SECTOR_SHIFT;
+	iocb->ki_complete = vhost_blk_rw_complete;
+	/* Direct I/O needs 512-byte aligned buffers; go buffered if not. */
+	if (iocb->ki_flags & IOCB_DIRECT && iov_iter_alignment(iter) & 511)
+		iocb->ki_flags &= ~IOCB_DIRECT;
+again:
+	if (write) {
+		iocb->ki_flags |= IOCB_WRITE;
+		if (be->regular)
+			kiocb_start_write(iocb);
+		ret = file->f_op->write_iter(iocb, iter);
+	} else {
+		ret = file->f_op->read_iter(iocb, iter);
+	}
+	if (ret == -EIOCBQUEUED)
+		return;
+	/* A stricter alignment of the file system: retry through the cache. */
+	if (ret == -EINVAL && iocb->ki_flags & IOCB_DIRECT) {
+		if (write && be->regular)
+			kiocb_end_write(iocb);
+		iocb->ki_flags &= ~(IOCB_DIRECT | IOCB_WRITE);
+		*iter = saved;
+		goto again;
+	}
+	vhost_blk_rw_complete(iocb, ret);
+}
+
+static int vhost_blk_fallocate(struct vhost_blk_backend_file *be, int mode,
+			       loff_t pos, loff_t len)
+{
+	return vfs_fallocate(be->file, mode | FALLOC_FL_KEEP_SIZE, pos, len);
+}
+
+static int vhost_blk_discard_range(struct vhost_blk_backend_file *be,
+				   loff_t pos, loff_t len)
+{
+	int ret;
+
+	if (be->bdev)
+		ret = blkdev_issue_discard(I_BDEV(be->file->f_mapping->host),
+					   pos >> SECTOR_SHIFT,
+					   len >> SECTOR_SHIFT, GFP_KERNEL);
+	else
+		ret = vhost_blk_fallocate(be, FALLOC_FL_PUNCH_HOLE, pos, len);
+	/* Discard is a hint: a backend without it is not an error. */
+	if (ret == -EOPNOTSUPP)
+		ret = 0;
+	return ret;
+}
+
+static int vhost_blk_zero_range(struct vhost_blk_backend_file *be,
+				loff_t pos, loff_t len, bool unmap)
+{
+	int first = unmap ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE;
+	int other = unmap ? FALLOC_FL_ZERO_RANGE : FALLOC_FL_PUNCH_HOLE;
+	int ret;
+
+	/* Both modes leave the range reading back as zeroes. */
+	ret = vhost_blk_fallocate(be, first, pos, len);
+	if (ret == -EOPNOTSUPP)
+		ret = vhost_blk_fallocate(be, other, pos, len);
+	return ret;
+}
+
+/* FLUSH, DISCARD and WRITE_ZEROES may block: they run here. */
+static void vhost_blk_sync_work(struct work_struct *work)
+{
+	struct vhost_blk_req *req = container_of(work, struct vhost_blk_req,
+						 work);
+	struct vhost_blk_backend_file *be = req->be;
+	int ret = 0;
+	int i;
+
+	switch (req->op) {
+	case VHOST_BLK_OP_FLUSH:
+		ret = vfs_fsync(be->file, 0);
+		break;
+	case VHOST_BLK_OP_DISCARD:
+	case VHOST_BLK_OP_WRITE_ZEROES:
+		for (i = 0; i < req->nr_seg && !ret; i++) {
+			loff_t pos = le64_to_cpu(req->seg[i].sector) <<
+				     SECTOR_SHIFT;
+			loff_t len = (loff_t)le32_to_cpu(req->seg[i].num_sectors)
+				     << SECTOR_SHIFT;
+			bool unmap = le32_to_cpu(req->seg[i].flags) &
+				     VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+
+			if (!len)
+				continue;
+			if (req->op == VHOST_BLK_OP_DISCARD)
+				ret = vhost_blk_discard_range(be, pos, len);
+			else
+				ret = vhost_blk_zero_range(be, pos, len, unmap);
+		}
+		break;
+	}
+	req->status = ret ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
+	vhost_blk_req_done(req);
+}
+
+static bool vhost_blk_range_ok(struct vhost_blk_backend_file *be, u64 sector,
+			       u64 nr_sectors)
+{
+	return sector <= be->capacity && nr_sectors <= be->capacity - sector;
+}
+
+/*
+ * Parse DISCARD / WRITE_ZEROES ranges from the data that follows the
+ * header.  Returns a virtio status; OK means "submit".
+ */
+static u8 vhost_blk_parse_dwz(struct vhost_blk_req *req, struct iov_iter *from)
+{
+	struct virtio_blk_discard_write_zeroes seg[VHOST_BLK_MAX_DWZ_SEG];
+	size_t len = iov_iter_count(from);
+	u32 max_flags = 0;
+	unsigned int i;
+
+	if (!len || len % sizeof(seg[0]) || len > sizeof(seg))
+		return VIRTIO_BLK_S_IOERR;
+	/* Through the stack: the request cache is not a usercopy region. */
+	if (copy_from_iter(seg, len, from) != len)
+		return VIRTIO_BLK_S_IOERR;
+	memcpy(req->seg, seg, len);
+	req->nr_seg = len / sizeof(req->seg[0]);
+	if (req->op == VHOST_BLK_OP_WRITE_ZEROES)
+		max_flags = VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+	for (i = 0; i < req->nr_seg; i++) {
+		u64 sector = le64_to_cpu(req->seg[i].sector);
+		u32 nr = le32_to_cpu(req->seg[i].num_sectors);
+
+		if (le32_to_cpu(req->seg[i].flags) & ~max_flags)
+			return VIRTIO_BLK_S_UNSUPP;
+		if (nr > VHOST_BLK_MAX_DWZ_SECTORS ||
+		    !vhost_blk_range_ok(req->be, sector, nr))
+			return VIRTIO_BLK_S_IOERR;
+		req->len += (u64)nr << SECTOR_SHIFT;
+	}
+	return VIRTIO_BLK_S_OK;
+}
+
+/* The status byte is the last byte the chain lets the device write. */
+static u8 __user *vhost_blk_status_ptr(struct iovec *iov, unsigned int nr)
+{
+	while (nr--) {
+		if (iov[nr].iov_len)
+			return (u8 __user *)iov[nr].iov_base +
+			       iov[nr].iov_len - 1;
+	}
+	return NULL;
+}
+
+/*
+ * Start one request.  Requests that finish here (errors, GET_ID,
+ * zero-length I/O) go through the same completion path as the others.
+ */
+static void vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
+			    unsigned int in)
+{
+	struct vhost_virtqueue *vq = &req->bvq->vq;
+	struct vhost_blk_backend_file *be = req->be;
+	struct virtio_blk_outhdr hdr;
+	struct iov_iter from, to;
+	size_t out_len, in_len;
+	u64 nr_sectors;
+
+	out_len = iov_length(req->iov, out);
+	in_len = iov_length(req->iov + out, in);
+	iov_iter_init(&from, ITER_SOURCE, req->iov, out, out_len);
+	iov_iter_init(&to, ITER_DEST, req->iov + out, in, in_len);
+	/* Everything but the status byte. */
+	iov_iter_truncate(&to, in_len - 1);
+	req->used_len = 1;
+	req->status = VIRTIO_BLK_S_IOERR;
+
+	if (copy_from_iter(&hdr, sizeof(hdr), &from) != sizeof(hdr)) {
+		req->op = VHOST_BLK_OP_OTHER;
+		req->type = U32_MAX;
+		goto done;
+	}
+	req->type = vhost32_to_cpu(vq, hdr.type);
+	req->sector = vhost64_to_cpu(vq, hdr.sector);
+	req->op = vhost_blk_op(req->type);
+	trace_vhost_blk_submit(req->bvq->index, req->type, req->sector,
+			       req->op == VHOST_BLK_OP_OUT ? iov_iter_count(&from) :
+			       iov_iter_count(&to));
+
+	switch (req->op) {
+	case VHOST_BLK_OP_IN:
+	case VHOST_BLK_OP_OUT:
+		if (req->op == VHOST_BLK_OP_IN) {
+			req->len = min_t(size_t, iov_iter_count(&to),
+					 MAX_RW_COUNT);
+			if (req->len != iov_iter_count(&to))
+				goto done;
+		} else {
+			if (be->ro)
+				goto done;
+			req->len = min_t(size_t, iov_iter_count(&from),
+					 MAX_RW_COUNT);
+			if (req->len != iov_iter_count(&from))
+				goto done;
+		}
+		if (req->len & (SECTOR_SIZE - 1))
+			goto done;
+		nr_sectors = req->len >> SECTOR_SHIFT;
+		if (!vhost_blk_range_ok(be, req->sector, nr_sectors))
+			goto done;
+		if (!req->len) {
+			req->status = VIRTIO_BLK_S_OK;
+			goto done;
+		}
+		atomic_inc(&req->bvq->blk->pending);
+		vhost_blk_submit_rw(req, req->op == VHOST_BLK_OP_IN ? &to :
+				    &from);
+		return;
+	case VHOST_BLK_OP_GET_ID: {
+		u8 serial[VHOST_BLK_SERIAL_LEN];
+		size_t n = min_t(size_t, iov_iter_count(&to),
+				 VHOST_BLK_SERIAL_LEN);
+
+		memcpy(serial, req->bvq->blk->serial, sizeof(serial));
+		if (copy_to_iter(serial, n, &to) != n)
+			goto done;
+		req->used_len += n;
+		req->status = VIRTIO_BLK_S_OK;
+		goto done;
+	}
+	case VHOST_BLK_OP_DISCARD:
+	case VHOST_BLK_OP_WRITE_ZEROES:
+		if (be->ro)
+			goto done;
+		req->status = vhost_blk_parse_dwz(req, &from);
+		if (req->status != VIRTIO_BLK_S_OK) {
+			req->len = 0;
+			goto done;
+		}
+		fallthrough;
+	case VHOST_BLK_OP_FLUSH:
+		atomic_inc(&req->bvq->blk->pending);
+		INIT_WORK(&req->work, vhost_blk_sync_work);
+		queue_work(vhost_blk_wq, &req->work);
+		return;
+	default:
+		req->status = VIRTIO_BLK_S_UNSUPP;
+		goto done;
+	}
+done:
+	atomic_inc(&req->bvq->blk->pending);
+	vhost_blk_req_done(req);
+}
+
+static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
+{
+	struct vhost_blk_req *req;
+
+	req = kmem_cache_alloc(vhost_blk_req_cache, GFP_KERNEL);
+	if (req)
+		req->bvq = bvq;
+	return req;
+}
+
+/* Start servicing a ring the first time it is kicked with a backend. */
+static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+
+	if (vhost_vq_get_backend(vq))
+		return true;
+	if (!vhost_vq_is_setup(vq))
+		return false;
+	vhost_vq_set_backend(vq, bvq->be);
+	if (vhost_vq_init_access(vq)) {
+		vhost_vq_set_backend(vq, NULL);
+		vq_err(vq, "vhost-blk: cannot access ring %u\n", bvq->index);
+		return false;
+	}
+	return true;
+}
+
+/* vq->handle_kick: runs on the queue's worker. */
+void vhost_blk_handle_kick(struct vhost_work *work)
+{
+	struct vhost_virtqueue *vq = container_of(work, struct vhost_virtqueue,
+						  poll.work);
+	struct vhost_blk_vq *bvq = container_of(vq, struct vhost_blk_vq, vq);
+	struct vhost_blk_req *req = NULL;
+	unsigned int out, in;
+	struct blk_plug plug;
+	int total = 0;
+	int reqs = 0;
+	int head;
+
+	mutex_lock(&vq->mutex);
+	if (!bvq->be || !vhost_blk_vq_activate(bvq))
+		goto unlock;
+
+	blk_start_plug(&plug);
+	vhost_disable_notify(vq->dev, vq);
+	for (;;) {
+		if (bvq->inflight >= vhost_blk_max_inflight) {
+			/* The completion work kicks us again. */
+			bvq->throttled = true;
+			bvq->stats.throttled++;
+			break;
+		}
+		if (!req) {
+			req = vhost_blk_req_alloc(bvq);
+			if (!req) {
+				vhost_poll_queue(&vq->poll);
+				break;
+			}
+		}
+		head = vhost_get_vq_desc(vq, req->iov, ARRAY_SIZE(req->iov),
+					 &out, &in, NULL, NULL);
+		/* vhost already reported a malformed chain with vq_err. */
+		if (unlikely(head < 0)) {
+			bvq->stats.bad_chain++;
+			break;
+		}
+		if (head == vq->num) {
+			if (unlikely(vhost_enable_notify(vq->dev, vq))) {
+				vhost_disable_notify(vq->dev, vq);
+				continue;
+			}
+			break;
+		}
+		req->status_ptr = vhost_blk_status_ptr(req->iov + out, in);
+		if (unlikely(!req->status_ptr)) {
+			/* Nowhere to put a status: return the chain unused. */
+			vq_err(vq, "vhost-blk: chain %d has no status byte\n",
+			       head);
+			bvq->stats.bad_chain++;
+			vhost_add_used_and_signal(vq->dev, vq, head, 0);
+			continue;
+		}
+		req->head = head;
+		req->be = bvq->be;
+		req->start_ns = local_clock();
+		req->len = 0;
+		req->nr_seg = 0;
+		bvq->inflight++;
+		total += iov_length(req->iov, out + in);
+		vhost_blk_start(req, out, in);
+		req = NULL;
+		if (unlikely(vhost_exceeds_weight(vq, ++reqs, total)))
+			break;
+	}
+	blk_finish_plug(&plug);
+	if (req)
+		kmem_cache_free(vhost_blk_req_cache, req);
+unlock:
+	mutex_unlock(&vq->mutex);
+}
+
+static void vhost_blk_retire(struct vhost_blk_req *req,
+			     struct vring_used_elem *used)
+{
+	struct vhost_blk_vq *bvq = req->bvq;
+	struct vhost_virtqueue *vq = &bvq->vq;
+	struct vhost_blk_qstats *st = &bvq->stats;
+
+	/* The status byte, then the used entry that publishes it. */
+	if (put_user(req->status, req->status_ptr))
+		vq_err(vq, "vhost-blk: cannot write status of chain %u\n",
+		       req->head);
+	used->id = cpu_to_vhost32(vq, req->head);
+	used->len = cpu_to_vhost32(vq, req->used_len);
+
+	st->reqs[req->op]++;
+	if (req->status == VIRTIO_BLK_S_OK)
+		st->bytes[req->op] += req->len;
+	else if (req->status == VIRTIO_BLK_S_UNSUPP)
+		st->unsupp++;
+	else
+		st->ioerr++;
+	trace_vhost_blk_complete(bvq->index, req->type, req->sector, req->len,
+				 req->status, local_clock() - req->start_ns);
+}
+
+/* Completion work: status bytes, used ring, one guest notification. */
+void vhost_blk_done_work(struct vhost_work *work)
+{
+	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
+						done_work);
+	struct vhost_virtqueue *vq = &bvq->vq;
+	struct vring_used_elem used[VHOST_BLK_USED_BATCH];
+	struct vhost_blk_req *req, *next;
+	struct llist_node *list;
+	unsigned int n = 0;
+	bool any = false;
+
+	mutex_lock(&vq->mutex);
+	list = llist_reverse_order(llist_del_all(&bvq->done));
+	llist_for_each_entry_safe(req, next, list, node) {
+		vhost_blk_retire(req, &used[n]);
+		if (++n == VHOST_BLK_USED_BATCH) {
+			vhost_add_used_n(vq, used, n);
+			n = 0;
+		}
+		bvq->inflight--;
+		kmem_cache_free(vhost_blk_req_cache, req);
+		any = true;
+	}
+	if (n)
+		vhost_add_used_n(vq, used, n);
+	if (any) {
+		bvq->stats.batches++;
+		vhost_signal(vq->dev, vq);
+	}
+	if (bvq->throttled && bvq->inflight < vhost_blk_max_inflight) {
+		bvq->throttled = false;
+		vhost_poll_queue(&vq->poll);
+	}
+	mutex_unlock(&vq->mutex);
+}
+
+/*
+ * Teardown after the worker is gone (its owner was killed): free finished
+ * requests without touching guest memory.
+ */
+void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
+{
+	struct vhost_blk_req *req, *next;
+	struct llist_node *list;
+
+	mutex_lock(&bvq->vq.mutex);
+	list = llist_del_all(&bvq->done);
+	llist_for_each_entry_safe(req, next, list, node) {
+		bvq->inflight--;
+		kmem_cache_free(vhost_blk_req_cache, req);
+	}
+	mutex_unlock(&bvq->vq.mutex);
+}

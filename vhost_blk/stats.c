@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost_blk statistics: /sys/kernel/debug/vhost-blk/<id>/stats, one line per
+ * counter, summed over the device's queues, then per-queue lines.
+ */
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+
+#include "blk.h"
+
+static struct dentry *vhost_blk_debugfs_root;
+
+static const char * const vhost_blk_op_names[VHOST_BLK_OP_NR] = {
+	[VHOST_BLK_OP_IN]		= "in",
+	[VHOST_BLK_OP_OUT]		= "out",
+	[VHOST_BLK_OP_FLUSH]		= "flush",
+	[VHOST_BLK_OP_GET_ID]		= "get_id",
+	[VHOST_BLK_OP_DISCARD]		= "discard",
+	[VHOST_BLK_OP_WRITE_ZEROES]	= "write_zeroes",
+	[VHOST_BLK_OP_OTHER]		= "other",
+};
+
+static void vhost_blk_stats_sum(struct vhost_blk_qstats *sum,
+				const struct vhost_blk_qstats *q)
+{
+	int i;
+
+	for (i = 0; i < VHOST_BLK_OP_NR; i++) {
+		sum->reqs[i] += READ_ONCE(q->reqs[i]);
+		sum->bytes[i] += READ_ONCE(q->bytes[i]);
+	}
+	sum->ioerr += READ_ONCE(q->ioerr);
+	sum->unsupp += READ_ONCE(q->unsupp);
+	sum->bad_chain += READ_ONCE(q->bad_chain);
+	sum->batches += READ_ONCE(q->batches);
+	sum->throttled += READ_ONCE(q->throttled);
+}
+
+static int vhost_blk_stats_show(struct seq_file *m, void *v)
+{
+	struct vhost_blk *blk = m->private;
+	struct vhost_blk_qstats sum = {};
+	u64 total = 0;
+	int i;
+
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		vhost_blk_stats_sum(&sum, &blk->vqs[i].stats);
+	for (i = 0; i < VHOST_BLK_OP_NR; i++) {
+		seq_printf(m, "%s_reqs %llu\n", vhost_blk_op_names[i],
+			   sum.reqs[i]);
+		seq_printf(m, "%s_bytes %llu\n", vhost_blk_op_names[i],
+			   sum.bytes[i]);
+		total += sum.reqs[i];
+	}
+	seq_printf(m, "reqs %llu\n", total);
+	seq_printf(m, "ioerr %llu\n", sum.ioerr);
+	seq_printf(m, "unsupp %llu\n", sum.unsupp);
+	seq_printf(m, "bad_chain %llu\n", sum.bad_chain);
+	seq_printf(m, "batches %llu\n", sum.batches);
+	seq_printf(m, "throttled %llu\n", sum.throttled);
+	seq_printf(m, "in_flight %d\n", atomic_read(&blk->pending));
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+		struct vhost_blk_qstats q = {};
+		u64 n = 0;
+		int j;
+
+		vhost_blk_stats_sum(&q, &blk->vqs[i].stats);
+		for (j = 0; j < VHOST_BLK_OP_NR; j++)
+			n += q.reqs[j];
+		if (n)
+			seq_printf(m, "queue%d_reqs %llu\n", i, n);
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(vhost_blk_stats);
+
+void vhost_blk_stats_init(void)
+{
+	vhost_blk_debugfs_root = debugfs_create_dir("vhost-blk", NULL);
+}
+
+void vhost_blk_stats_exit(void)
+{
+	debugfs_remove_recursive(vhost_blk_debugfs_root);
+}
+
+void vhost_blk_stats_add(struct vhost_blk *blk)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "%u", blk->id);
+	blk->debugfs = debugfs_create_dir(name, vhost_blk_debugfs_root);
+	debugfs_create_file("stats", 0444, blk->debugfs, blk,
+			    &vhost_blk_stats_fops);
+}
+
+void vhost_blk_stats_del(struct vhost_blk *blk)
+{
+	debugfs_remove_recursive(blk->debugfs);
+}

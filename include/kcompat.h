@@ -65,4 +65,243 @@ static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
 #endif /* KCOMPAT_VHOST_BLK */
 /* ---- end vhost_blk ---- */
 
+/* ---- virtio_blk_bio: block layer / virtio shims (owner: virtio_blk_bio) ---- */
+#ifdef KCOMPAT_VIRTIO_BLK_BIO
+#include <linux/blkdev.h>
+#include <linux/blk-mq.h>
+#include <linux/slab.h>
+#include <linux/virtio_config.h>
+
+/* Queue features, translated to BLK_FEAT_* (6.11+) or queue flags (6.1). */
+#define VBB_FEAT_WRITE_CACHE	BIT(0)
+#define VBB_FEAT_FUA		BIT(1)
+#define VBB_FEAT_NOWAIT		BIT(2)
+#define VBB_FEAT_IO_STAT	BIT(3)
+
+/*
+ * BLK_FEAT_* (queue_limits.features) and struct virtqueue_info both arrived
+ * in 6.11, struct rq_list in 6.12; of the supported kernels only 6.12 has
+ * them. The feature macro is tested instead of the version number.
+ */
+#ifdef BLK_FEAT_WRITE_CACHE
+#define VBB_BLK_API_6_12	1
+#else
+#define VBB_BLK_API_6_12	0
+#endif
+
+#if VBB_BLK_API_6_12
+static inline int vbb_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
+			       struct virtqueue *vqs[],
+			       vq_callback_t *callbacks[],
+			       const char * const names[],
+			       struct irq_affinity *desc)
+{
+	struct virtqueue_info *info;
+	unsigned int i;
+	int err;
+
+	info = kcalloc(nvqs, sizeof(*info), GFP_KERNEL);
+	if (!info)
+		return -ENOMEM;
+	for (i = 0; i < nvqs; i++) {
+		info[i].callback = callbacks[i];
+		info[i].name = names[i];
+	}
+	err = virtio_find_vqs(vdev, nvqs, vqs, info, desc);
+	kfree(info);
+	return err;
+}
+#else
+static inline int vbb_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
+			       struct virtqueue *vqs[],
+			       vq_callback_t *callbacks[],
+			       const char * const names[],
+			       struct irq_affinity *desc)
+{
+	return virtio_find_vqs(vdev, nvqs, vqs, callbacks, names, desc);
+}
+#endif
+
+#if VBB_BLK_API_6_12
+static inline void vbb_lim_set_features(struct queue_limits *lim,
+					unsigned int feat)
+{
+	if (feat & VBB_FEAT_WRITE_CACHE)
+		lim->features |= BLK_FEAT_WRITE_CACHE;
+	if (feat & VBB_FEAT_FUA)
+		lim->features |= BLK_FEAT_FUA;
+	if (feat & VBB_FEAT_NOWAIT)
+		lim->features |= BLK_FEAT_NOWAIT;
+	if (feat & VBB_FEAT_IO_STAT)
+		lim->features |= BLK_FEAT_IO_STAT;
+}
+
+static inline struct gendisk *vbb_alloc_mq_disk(struct blk_mq_tag_set *set,
+						struct queue_limits *lim,
+						unsigned int feat, void *qd)
+{
+	vbb_lim_set_features(lim, feat);
+	return blk_mq_alloc_disk(set, lim, qd);
+}
+
+static inline struct gendisk *vbb_alloc_bio_disk(struct queue_limits *lim,
+						 unsigned int feat, int node)
+{
+	vbb_lim_set_features(lim, feat);
+	return blk_alloc_disk(lim, node);
+}
+
+static inline int vbb_set_write_cache(struct request_queue *q, bool wc,
+				      bool fua)
+{
+	struct queue_limits lim = queue_limits_start_update(q);
+
+	lim.features &= ~(BLK_FEAT_WRITE_CACHE | BLK_FEAT_FUA);
+	if (wc)
+		lim.features |= BLK_FEAT_WRITE_CACHE;
+	if (wc && fua)
+		lim.features |= BLK_FEAT_FUA;
+	return queue_limits_commit_update_frozen(q, &lim);
+}
+
+/* ->queue_rqs() list: struct rq_list since 6.12. */
+#define vbb_queue_rqs_arg_t struct rq_list
+struct vbb_rq_list {
+	struct rq_list l;
+};
+
+static inline void vbb_rq_list_take(struct vbb_rq_list *dst,
+				    vbb_queue_rqs_arg_t *arg)
+{
+	dst->l = *arg;
+	rq_list_init(arg);
+}
+
+static inline void vbb_rq_list_give(vbb_queue_rqs_arg_t *arg,
+				    struct vbb_rq_list *src)
+{
+	*arg = src->l;
+}
+
+static inline struct request *vbb_rq_list_pop(struct vbb_rq_list *rl)
+{
+	return rq_list_pop(&rl->l);
+}
+
+static inline void vbb_rq_list_add_tail(struct vbb_rq_list *rl,
+					struct request *rq)
+{
+	rq_list_add_tail(&rl->l, rq);
+}
+#else
+static inline void vbb_apply_limits(struct request_queue *q,
+				    const struct queue_limits *lim,
+				    unsigned int feat)
+{
+	blk_queue_logical_block_size(q, lim->logical_block_size);
+	if (lim->physical_block_size)
+		blk_queue_physical_block_size(q, lim->physical_block_size);
+	if (lim->alignment_offset)
+		blk_queue_alignment_offset(q, lim->alignment_offset);
+	if (lim->io_min)
+		blk_queue_io_min(q, lim->io_min);
+	if (lim->io_opt)
+		blk_queue_io_opt(q, lim->io_opt);
+	blk_queue_max_segments(q, lim->max_segments);
+	blk_queue_max_segment_size(q, lim->max_segment_size);
+	blk_queue_max_hw_sectors(q, lim->max_hw_sectors);
+	if (lim->max_hw_discard_sectors) {
+		blk_queue_max_discard_sectors(q, lim->max_hw_discard_sectors);
+		blk_queue_max_discard_segments(q, lim->max_discard_segments);
+		q->limits.discard_granularity = lim->discard_granularity;
+	}
+	if (lim->max_write_zeroes_sectors)
+		blk_queue_max_write_zeroes_sectors(q,
+						   lim->max_write_zeroes_sectors);
+	blk_queue_write_cache(q, feat & VBB_FEAT_WRITE_CACHE,
+			      feat & VBB_FEAT_FUA);
+	if (feat & VBB_FEAT_NOWAIT)
+		blk_queue_flag_set(QUEUE_FLAG_NOWAIT, q);
+	if (feat & VBB_FEAT_IO_STAT)
+		blk_queue_flag_set(QUEUE_FLAG_IO_STAT, q);
+	blk_queue_flag_set(QUEUE_FLAG_NONROT, q);
+}
+
+static inline struct gendisk *vbb_alloc_mq_disk(struct blk_mq_tag_set *set,
+						struct queue_limits *lim,
+						unsigned int feat, void *qd)
+{
+	struct gendisk *disk = blk_mq_alloc_disk(set, qd);
+
+	if (!IS_ERR(disk))
+		vbb_apply_limits(disk->queue, lim, feat);
+	return disk;
+}
+
+static inline struct gendisk *vbb_alloc_bio_disk(struct queue_limits *lim,
+						 unsigned int feat, int node)
+{
+	struct gendisk *disk = blk_alloc_disk(node);
+
+	if (!disk)
+		return ERR_PTR(-ENOMEM);
+	vbb_apply_limits(disk->queue, lim, feat);
+	return disk;
+}
+
+static inline int vbb_set_write_cache(struct request_queue *q, bool wc,
+				      bool fua)
+{
+	blk_queue_write_cache(q, wc, wc && fua);
+	return 0;
+}
+
+/* ->queue_rqs() list: a bare rq_next chain before 6.12. */
+#define vbb_queue_rqs_arg_t struct request *
+struct vbb_rq_list {
+	struct request *head;
+	struct request *tail;
+};
+
+static inline void vbb_rq_list_take(struct vbb_rq_list *dst,
+				    vbb_queue_rqs_arg_t *arg)
+{
+	dst->head = *arg;
+	dst->tail = NULL;
+	*arg = NULL;
+}
+
+static inline void vbb_rq_list_give(vbb_queue_rqs_arg_t *arg,
+				    struct vbb_rq_list *src)
+{
+	*arg = src->head;
+}
+
+static inline struct request *vbb_rq_list_pop(struct vbb_rq_list *rl)
+{
+	struct request *rq = rl->head;
+
+	if (rq) {
+		rl->head = rq->rq_next;
+		if (!rl->head)
+			rl->tail = NULL;
+		rq->rq_next = NULL;
+	}
+	return rq;
+}
+
+static inline void vbb_rq_list_add_tail(struct vbb_rq_list *rl,
+					struct request *rq)
+{
+	rq->rq_next = NULL;
+	if (rl->tail)
+		rl->tail->rq_next = rq;
+	else
+		rl->head = rq;
+	rl->tail = rq;
+}
+#endif
+#endif /* KCOMPAT_VIRTIO_BLK_BIO */
+/* ---- end virtio_blk_bio ---- */
+
 #endif /* _VHOST_BLK_KCOMPAT_H */

@@ -1,45 +1,643 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * virtio_blk_bio: virtio-blk guest driver with a blk-mq request path and a
- * bio (->submit_bio) path.
+ * bio (->submit_bio) path, selected at load time by the use_bio parameter.
+ *
+ * This file: module parameters, probe/remove, virtqueue setup, device
+ * configuration (limits, capacity, cache mode) and the sysfs attributes.
  */
+#include <linux/blk-mq-virtio.h>
+#include <linux/hdreg.h>
+#include <linux/idr.h>
+#include <linux/interrupt.h>
 #include <linux/module.h>
-#include <linux/virtio.h>
-#include <linux/virtio_blk.h>
+#include <linux/string.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
 
-#include "kcompat.h"
+#include "vbb.h"
+
+#define VBB_PART_BITS	4
+#define VBB_MINORS	(1 << VBB_PART_BITS)
 
 static bool use_bio;
 module_param(use_bio, bool, 0444);
 MODULE_PARM_DESC(use_bio, "Use the bio path (->submit_bio) instead of blk-mq requests (default N)");
 
-static int virtblk_bio_probe(struct virtio_device *vdev)
+static unsigned int num_request_queues;
+module_param(num_request_queues, uint, 0444);
+MODULE_PARM_DESC(num_request_queues, "Limit the number of request queues (0: one per CPU, at most what the device offers)");
+
+static unsigned int poll_queues;
+module_param(poll_queues, uint, 0444);
+MODULE_PARM_DESC(poll_queues, "Number of polled queues on the blk-mq path (default 0)");
+
+unsigned int vbb_queue_depth;
+module_param_named(queue_depth, vbb_queue_depth, uint, 0444);
+MODULE_PARM_DESC(queue_depth, "blk-mq queue depth (0: fill the ring)");
+
+static int vbb_major;
+static DEFINE_IDA(vbb_index_ida);
+static struct workqueue_struct *vbb_wq;
+
+blk_status_t vbb_status_to_blk(u8 status)
 {
-	dev_info(&vdev->dev, "virtio_blk_bio: %s path\n", use_bio ? "bio" : "request");
+	switch (status) {
+	case VIRTIO_BLK_S_OK:
+		return BLK_STS_OK;
+	case VIRTIO_BLK_S_UNSUPP:
+		return BLK_STS_NOTSUPP;
+	default:
+		return BLK_STS_IOERR;
+	}
+}
+
+/* Notify the device outside the vq lock if virtqueue_kick_prepare said so. */
+void vbb_notify_prepared(struct vbb_vq *vq, bool kick)
+{
+	if (kick)
+		virtqueue_notify(vq->vq);
+}
+
+bool vbb_cache_writeback(struct virtio_device *vdev)
+{
+	u8 wce;
+
+	if (virtio_cread_feature(vdev, VIRTIO_BLK_F_CONFIG_WCE,
+				 struct virtio_blk_config, wce, &wce))
+		return virtio_has_feature(vdev, VIRTIO_BLK_F_FLUSH);
+	return wce && virtio_has_feature(vdev, VIRTIO_BLK_F_FLUSH);
+}
+
+/*
+ * The bio path completes FUA writes by a flush after the write, so it
+ * advertises FUA and gets one write + flush instead of the block layer's
+ * write + post-flush sequencing. The blk-mq path leaves FUA to the flush
+ * state machine.
+ */
+unsigned int vbb_disk_features(struct vbb_dev *vb)
+{
+	unsigned int feat = VBB_FEAT_IO_STAT;
+
+	if (vbb_cache_writeback(vb->vdev)) {
+		feat |= VBB_FEAT_WRITE_CACHE;
+		if (vb->bio_path)
+			feat |= VBB_FEAT_FUA;
+	}
+	if (vb->bio_path)
+		feat |= VBB_FEAT_NOWAIT;
+	return feat;
+}
+
+void vbb_limits_default(struct vbb_dev *vb, struct queue_limits *lim)
+{
+	memset(lim, 0, sizeof(*lim));
+	lim->logical_block_size = SECTOR_SIZE;
+}
+
+int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim)
+{
+	struct virtio_device *vdev = vb->vdev;
+	u32 seg_max, size_max, blk_size, v;
+	u32 opt_io, discard_align = 0, discard_segs = 0;
+	u16 min_io;
+	u8 pexp, align;
+	size_t dma_max;
+	unsigned int ring;
+
+	if (virtio_cread_feature(vdev, VIRTIO_BLK_F_SEG_MAX,
+				 struct virtio_blk_config, seg_max, &seg_max) ||
+	    !seg_max)
+		seg_max = 1;
+	/* header and status take two descriptors in a direct chain */
+	ring = virtqueue_get_vring_size(vb->vqs[0].vq);
+	if (!virtio_has_feature(vdev, VIRTIO_RING_F_INDIRECT_DESC) && ring > 2)
+		seg_max = min(seg_max, ring - 2);
+	seg_max = min_t(u32, seg_max, USHRT_MAX);
+	if (vb->bio_path)
+		seg_max = min_t(u32, seg_max, VBB_BIO_MAX_SEGS);
+	lim->max_segments = seg_max;
+	lim->max_hw_sectors = UINT_MAX;
+
+	dma_max = virtio_max_dma_size(vdev);
+	size_max = dma_max > U32_MAX ? U32_MAX : dma_max;
+	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_SIZE_MAX,
+				  struct virtio_blk_config, size_max, &v) && v)
+		size_max = min(size_max, v);
+	lim->max_segment_size = max_t(u32, size_max, PAGE_SIZE);
+
+	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_BLK_SIZE,
+				  struct virtio_blk_config, blk_size,
+				  &blk_size)) {
+		if (blk_size < SECTOR_SIZE || blk_size > PAGE_SIZE ||
+		    !is_power_of_2(blk_size)) {
+			dev_err(&vdev->dev, "unsupported block size %u\n",
+				blk_size);
+			return -EINVAL;
+		}
+		lim->logical_block_size = blk_size;
+	}
+
+	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
+				  struct virtio_blk_config, physical_block_exp,
+				  &pexp) && pexp && pexp < 16)
+		lim->physical_block_size = lim->logical_block_size << pexp;
+	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
+				  struct virtio_blk_config, alignment_offset,
+				  &align) && align)
+		lim->alignment_offset = lim->logical_block_size * align;
+	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
+				  struct virtio_blk_config, min_io_size,
+				  &min_io) && min_io)
+		lim->io_min = lim->logical_block_size * min_io;
+	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
+				  struct virtio_blk_config, opt_io_size,
+				  &opt_io) && opt_io)
+		lim->io_opt = lim->logical_block_size * opt_io;
+
+	if (virtio_has_feature(vdev, VIRTIO_BLK_F_DISCARD)) {
+		virtio_cread(vdev, struct virtio_blk_config,
+			     discard_sector_alignment, &discard_align);
+		virtio_cread(vdev, struct virtio_blk_config,
+			     max_discard_sectors, &v);
+		lim->max_hw_discard_sectors = v ? v : UINT_MAX;
+		virtio_cread(vdev, struct virtio_blk_config, max_discard_seg,
+			     &discard_segs);
+		if (!discard_segs)
+			discard_segs = seg_max;
+		/* one bio is one range on the bio path */
+		if (vb->bio_path)
+			discard_segs = 1;
+		lim->max_discard_segments = min(discard_segs,
+						VBB_MAX_DISCARD_SEGS);
+		lim->discard_granularity = discard_align ?
+			discard_align << SECTOR_SHIFT :
+			lim->logical_block_size;
+	}
+
+	if (virtio_has_feature(vdev, VIRTIO_BLK_F_WRITE_ZEROES)) {
+		virtio_cread(vdev, struct virtio_blk_config,
+			     max_write_zeroes_sectors, &v);
+		lim->max_write_zeroes_sectors = v ? v : UINT_MAX;
+	}
 	return 0;
 }
 
-static void virtblk_bio_remove(struct virtio_device *vdev)
+static void vbb_update_capacity(struct vbb_dev *vb, bool resize)
 {
-	virtio_reset_device(vdev);
-	vdev->config->del_vqs(vdev);
+	struct virtio_device *vdev = vb->vdev;
+	u64 capacity;
+
+	virtio_cread(vdev, struct virtio_blk_config, capacity, &capacity);
+	if (resize)
+		dev_info(&vdev->dev, "[%s] new size: %llu 512-byte logical blocks\n",
+			 vb->disk->disk_name, capacity);
+	set_capacity_and_notify(vb->disk, capacity);
 }
 
-static const struct virtio_device_id id_table[] = {
+static void vbb_config_work(struct work_struct *work)
+{
+	struct vbb_dev *vb = container_of(work, struct vbb_dev, config_work);
+
+	vbb_update_capacity(vb, true);
+}
+
+static void vbb_config_changed(struct virtio_device *vdev)
+{
+	struct vbb_dev *vb = vdev->priv;
+
+	queue_work(vbb_wq, &vb->config_work);
+}
+
+static int vbb_init_vqs(struct vbb_dev *vb)
+{
+	struct virtio_device *vdev = vb->vdev;
+	struct irq_affinity desc = { 0, };
+	vq_callback_t **callbacks = NULL;
+	const char **names = NULL;
+	struct virtqueue **vqs = NULL;
+	unsigned int i, nr, npoll;
+	u16 num;
+	int err;
+
+	if (virtio_cread_feature(vdev, VIRTIO_BLK_F_MQ,
+				 struct virtio_blk_config, num_queues, &num)) {
+		num = 1;
+	} else if (!num) {
+		dev_err(&vdev->dev, "MQ advertised but zero queues reported\n");
+		return -EINVAL;
+	}
+	nr = min_t(unsigned int, num,
+		   min_not_zero(num_request_queues, nr_cpu_ids));
+	npoll = vb->bio_path ? 0 : min(poll_queues, nr - 1);
+
+	vb->io_queues[HCTX_TYPE_DEFAULT] = nr - npoll;
+	vb->io_queues[HCTX_TYPE_READ] = 0;
+	vb->io_queues[HCTX_TYPE_POLL] = npoll;
+
+	vb->vqs = kcalloc(nr, sizeof(*vb->vqs), GFP_KERNEL);
+	callbacks = kcalloc(nr, sizeof(*callbacks), GFP_KERNEL);
+	names = kcalloc(nr, sizeof(*names), GFP_KERNEL);
+	vqs = kcalloc(nr, sizeof(*vqs), GFP_KERNEL);
+	if (!vb->vqs || !callbacks || !names || !vqs) {
+		err = -ENOMEM;
+		goto out;
+	}
+
+	for (i = 0; i < nr; i++) {
+		struct vbb_vq *q = &vb->vqs[i];
+
+		if (i < nr - npoll) {
+			callbacks[i] = vb->bio_path ? vbb_bio_done : vbb_mq_done;
+			snprintf(q->name, sizeof(q->name), "req.%u", i);
+		} else {
+			snprintf(q->name, sizeof(q->name), "req_poll.%u", i);
+		}
+		names[i] = q->name;
+		spin_lock_init(&q->lock);
+		init_waitqueue_head(&q->wait);
+	}
+
+	err = vbb_find_vqs(vdev, nr, vqs, callbacks, names, &desc);
+	if (err)
+		goto out;
+
+	for (i = 0; i < nr; i++)
+		vb->vqs[i].vq = vqs[i];
+	vb->num_vqs = nr;
+	dev_info(&vdev->dev, "%s path, %u/%u default/poll queues\n",
+		 vb->bio_path ? "bio" : "request", nr - npoll, npoll);
+out:
+	kfree(vqs);
+	kfree(names);
+	kfree(callbacks);
+	if (err) {
+		kfree(vb->vqs);
+		vb->vqs = NULL;
+	}
+	return err;
+}
+
+/* "vd" + a, b, ..., z, aa, ab, ...: the naming scheme of virtio disks */
+static int vbb_format_name(char *buf, size_t len, int index)
+{
+	char tmp[DISK_NAME_LEN];
+	int n = 0;
+
+	do {
+		if (n >= (int)sizeof(tmp) - 1)
+			return -EINVAL;
+		tmp[n++] = 'a' + index % 26;
+		index = index / 26 - 1;
+	} while (index >= 0);
+
+	if (n + 3 > len)
+		return -EINVAL;
+	buf[0] = 'v';
+	buf[1] = 'd';
+	for (index = 0; index < n; index++)
+		buf[2 + index] = tmp[n - 1 - index];
+	buf[2 + n] = '\0';
+	return 0;
+}
+
+static int vbb_getgeo(struct block_device *bdev, struct hd_geometry *geo)
+{
+	struct vbb_dev *vb = bdev->bd_disk->private_data;
+	int err = 0;
+
+	mutex_lock(&vb->vdev_mutex);
+	if (!vb->vdev) {
+		err = -ENXIO;
+		goto out;
+	}
+	if (virtio_has_feature(vb->vdev, VIRTIO_BLK_F_GEOMETRY)) {
+		virtio_cread(vb->vdev, struct virtio_blk_config,
+			     geometry.cylinders, &geo->cylinders);
+		virtio_cread(vb->vdev, struct virtio_blk_config,
+			     geometry.heads, &geo->heads);
+		virtio_cread(vb->vdev, struct virtio_blk_config,
+			     geometry.sectors, &geo->sectors);
+	} else {
+		geo->heads = 64;
+		geo->sectors = 32;
+		geo->cylinders = get_capacity(bdev->bd_disk) >> 11;
+	}
+out:
+	mutex_unlock(&vb->vdev_mutex);
+	return err;
+}
+
+static void vbb_free_disk(struct gendisk *disk)
+{
+	struct vbb_dev *vb = disk->private_data;
+
+	ida_free(&vbb_index_ida, vb->index);
+	mutex_destroy(&vb->vdev_mutex);
+	kfree(vb);
+}
+
+static const struct block_device_operations vbb_mq_fops = {
+	.owner		= THIS_MODULE,
+	.getgeo		= vbb_getgeo,
+	.free_disk	= vbb_free_disk,
+};
+
+static const struct block_device_operations vbb_bio_fops = {
+	.owner		= THIS_MODULE,
+	.submit_bio	= vbb_bio_submit,
+	.getgeo		= vbb_getgeo,
+	.free_disk	= vbb_free_disk,
+};
+
+static ssize_t serial_show(struct device *dev, struct device_attribute *attr,
+			   char *buf)
+{
+	struct vbb_dev *vb = dev_to_disk(dev)->private_data;
+	char *id;
+	int err;
+
+	id = kzalloc(VIRTIO_BLK_ID_BYTES + 1, GFP_KERNEL);
+	if (!id)
+		return -ENOMEM;
+	if (vb->bio_path)
+		err = vbb_bio_get_id(vb, id);
+	else
+		err = vbb_mq_get_id(vb, id);
+	if (!err)
+		err = sysfs_emit(buf, "%s\n", id);
+	kfree(id);
+	return err;
+}
+static DEVICE_ATTR_RO(serial);
+
+static const char *const vbb_cache_types[] = {
+	"write through", "write back"
+};
+
+static ssize_t cache_type_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	struct vbb_dev *vb = dev_to_disk(dev)->private_data;
+
+	return sysfs_emit(buf, "%s\n",
+			  vbb_cache_types[vbb_cache_writeback(vb->vdev)]);
+}
+
+static ssize_t cache_type_store(struct device *dev,
+				struct device_attribute *attr,
+				const char *buf, size_t count)
+{
+	struct gendisk *disk = dev_to_disk(dev);
+	struct vbb_dev *vb = disk->private_data;
+	int i, err;
+
+	if (!virtio_has_feature(vb->vdev, VIRTIO_BLK_F_CONFIG_WCE))
+		return -EPERM;
+	i = sysfs_match_string(vbb_cache_types, buf);
+	if (i < 0)
+		return i;
+	virtio_cwrite8(vb->vdev, offsetof(struct virtio_blk_config, wce), i);
+	err = vbb_set_write_cache(disk->queue, vbb_cache_writeback(vb->vdev),
+				  vb->bio_path);
+	return err ? err : count;
+}
+static DEVICE_ATTR_RW(cache_type);
+
+/* Counters of the submission side, for tests and benchmarks. */
+static ssize_t driver_stats_show(struct device *dev,
+				 struct device_attribute *attr, char *buf)
+{
+	struct vbb_dev *vb = dev_to_disk(dev)->private_data;
+	u64 added = 0, tries = 0, notifies = 0, full = 0;
+	unsigned int i;
+
+	for (i = 0; i < vb->num_vqs; i++) {
+		struct vbb_vq *q = &vb->vqs[i];
+
+		spin_lock_irq(&q->lock);
+		added += q->added;
+		tries += q->kick_tries;
+		notifies += q->notifies;
+		full += q->full;
+		spin_unlock_irq(&q->lock);
+	}
+	return sysfs_emit(buf,
+			  "path %s\nqueues %u\nadded %llu\nkick_tries %llu\nnotifies %llu\nring_full %llu\npreflushes %lld\nfua_flushes %lld\n",
+			  vb->bio_path ? "bio" : "mq", vb->num_vqs, added,
+			  tries, notifies, full,
+			  (long long)atomic64_read(&vb->preflushes),
+			  (long long)atomic64_read(&vb->fua_flushes));
+}
+static DEVICE_ATTR_RO(driver_stats);
+
+static struct attribute *vbb_attrs[] = {
+	&dev_attr_serial.attr,
+	&dev_attr_cache_type.attr,
+	&dev_attr_driver_stats.attr,
+	NULL,
+};
+
+static umode_t vbb_attr_visible(struct kobject *kobj, struct attribute *a,
+				int n)
+{
+	struct vbb_dev *vb = dev_to_disk(kobj_to_dev(kobj))->private_data;
+
+	if (a == &dev_attr_cache_type.attr &&
+	    !virtio_has_feature(vb->vdev, VIRTIO_BLK_F_CONFIG_WCE))
+		return 0444;
+	return a->mode;
+}
+
+static const struct attribute_group vbb_attr_group = {
+	.attrs		= vbb_attrs,
+	.is_visible	= vbb_attr_visible,
+};
+
+static const struct attribute_group *vbb_attr_groups[] = {
+	&vbb_attr_group,
+	NULL,
+};
+
+static int vbb_probe(struct virtio_device *vdev)
+{
+	struct queue_limits lim;
+	struct vbb_dev *vb;
+	int err, index;
+
+	if (!vdev->config->get) {
+		dev_err(&vdev->dev, "config access disabled\n");
+		return -EINVAL;
+	}
+
+	index = ida_alloc_range(&vbb_index_ida, 0,
+				(1 << (MINORBITS - VBB_PART_BITS)) - 1,
+				GFP_KERNEL);
+	if (index < 0)
+		return index;
+
+	vb = kzalloc(sizeof(*vb), GFP_KERNEL);
+	if (!vb) {
+		ida_free(&vbb_index_ida, index);
+		return -ENOMEM;
+	}
+	vdev->priv = vb;
+	vb->vdev = vdev;
+	vb->index = index;
+	vb->bio_path = use_bio;
+	mutex_init(&vb->vdev_mutex);
+	INIT_WORK(&vb->config_work, vbb_config_work);
+	atomic_set(&vb->inflight, 0);
+	init_waitqueue_head(&vb->inflight_wq);
+
+	err = vbb_init_vqs(vb);
+	if (err)
+		goto out_free;
+
+	vbb_limits_default(vb, &lim);
+	err = vbb_read_limits(vb, &lim);
+	if (err)
+		goto out_del_vqs;
+
+	if (vb->bio_path)
+		vb->disk = vbb_bio_create_disk(vb, &lim);
+	else
+		vb->disk = vbb_mq_create_disk(vb, &lim);
+	if (IS_ERR(vb->disk)) {
+		err = PTR_ERR(vb->disk);
+		vb->disk = NULL;
+		goto out_del_vqs;
+	}
+
+	err = vbb_format_name(vb->disk->disk_name, DISK_NAME_LEN, index);
+	if (err)
+		goto out_put_disk;
+	vb->disk->major = vbb_major;
+	vb->disk->first_minor = index << VBB_PART_BITS;
+	vb->disk->minors = VBB_MINORS;
+	vb->disk->private_data = vb;
+	vb->disk->fops = vb->bio_path ? &vbb_bio_fops : &vbb_mq_fops;
+
+	if (virtio_has_feature(vdev, VIRTIO_BLK_F_RO))
+		set_disk_ro(vb->disk, true);
+
+	vbb_update_capacity(vb, false);
+	virtio_device_ready(vdev);
+
+	err = device_add_disk(&vdev->dev, vb->disk, vbb_attr_groups);
+	if (err)
+		goto out_reset;
+	return 0;
+
+out_reset:
+	virtio_reset_device(vdev);
+out_put_disk:
+	/* never added, so ->free_disk will not run: vb is still ours */
+	put_disk(vb->disk);
+	if (vb->bio_path)
+		vbb_bio_destroy(vb);
+	else
+		vbb_mq_destroy(vb);
+out_del_vqs:
+	vdev->config->del_vqs(vdev);
+	kfree(vb->vqs);
+out_free:
+	vdev->priv = NULL;
+	mutex_destroy(&vb->vdev_mutex);
+	kfree(vb);
+	ida_free(&vbb_index_ida, index);
+	return err;
+}
+
+static void vbb_remove(struct virtio_device *vdev)
+{
+	struct vbb_dev *vb = vdev->priv;
+
+	flush_work(&vb->config_work);
+	del_gendisk(vb->disk);
+	if (vb->bio_path)
+		vbb_bio_drain(vb);
+	else
+		vbb_mq_destroy(vb);
+
+	mutex_lock(&vb->vdev_mutex);
+	virtio_reset_device(vdev);
+	vb->vdev = NULL;
+	vdev->config->del_vqs(vdev);
+	mutex_unlock(&vb->vdev_mutex);
+
+	if (vb->bio_path)
+		vbb_bio_destroy(vb);
+	kfree(vb->vqs);
+	vb->vqs = NULL;
+	vb->num_vqs = 0;
+	put_disk(vb->disk);
+}
+
+static const struct virtio_device_id vbb_id_table[] = {
 	{ VIRTIO_ID_BLOCK, VIRTIO_DEV_ANY_ID },
 	{ 0 },
 };
 
-static struct virtio_driver virtio_blk_bio_driver = {
-	.driver.name	= KBUILD_MODNAME,
-	.driver.owner	= THIS_MODULE,
-	.id_table	= id_table,
-	.probe		= virtblk_bio_probe,
-	.remove		= virtblk_bio_remove,
+static unsigned int vbb_features[] = {
+	VIRTIO_BLK_F_SEG_MAX, VIRTIO_BLK_F_SIZE_MAX, VIRTIO_BLK_F_GEOMETRY,
+	VIRTIO_BLK_F_RO, VIRTIO_BLK_F_BLK_SIZE, VIRTIO_BLK_F_FLUSH,
+	VIRTIO_BLK_F_TOPOLOGY, VIRTIO_BLK_F_CONFIG_WCE, VIRTIO_BLK_F_MQ,
+	VIRTIO_BLK_F_DISCARD, VIRTIO_BLK_F_WRITE_ZEROES,
 };
 
-module_virtio_driver(virtio_blk_bio_driver);
+static struct virtio_driver vbb_driver = {
+	.feature_table		= vbb_features,
+	.feature_table_size	= ARRAY_SIZE(vbb_features),
+	.feature_table_legacy	= vbb_features,
+	.feature_table_size_legacy = ARRAY_SIZE(vbb_features),
+	.driver.name		= KBUILD_MODNAME,
+	.driver.owner		= THIS_MODULE,
+	.id_table		= vbb_id_table,
+	.probe			= vbb_probe,
+	.remove			= vbb_remove,
+	.config_changed		= vbb_config_changed,
+};
 
-MODULE_DEVICE_TABLE(virtio, id_table);
+static int __init vbb_init(void)
+{
+	int err;
+
+	vbb_wq = alloc_workqueue("virtio_blk_bio", 0, 0);
+	if (!vbb_wq)
+		return -ENOMEM;
+	err = vbb_bio_cache_init();
+	if (err)
+		goto out_wq;
+	vbb_major = register_blkdev(0, "virtblk_bio");
+	if (vbb_major < 0) {
+		err = vbb_major;
+		goto out_cache;
+	}
+	err = register_virtio_driver(&vbb_driver);
+	if (err)
+		goto out_blkdev;
+	return 0;
+
+out_blkdev:
+	unregister_blkdev(vbb_major, "virtblk_bio");
+out_cache:
+	vbb_bio_cache_exit();
+out_wq:
+	destroy_workqueue(vbb_wq);
+	return err;
+}
+
+static void __exit vbb_exit(void)
+{
+	unregister_virtio_driver(&vbb_driver);
+	unregister_blkdev(vbb_major, "virtblk_bio");
+	vbb_bio_cache_exit();
+	destroy_workqueue(vbb_wq);
+}
+module_init(vbb_init);
+module_exit(vbb_exit);
+
+MODULE_DEVICE_TABLE(virtio, vbb_id_table);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Virtio block driver with request and bio submission paths");

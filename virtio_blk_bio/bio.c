@@ -1,0 +1,579 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * virtio_blk_bio: the bio path (use_bio=Y).
+ *
+ * ->submit_bio turns each bio into one virtio-blk request on the virtqueue
+ * of the submitting CPU. While the task holds a plug the kick is deferred to
+ * the plug's unplug callback, so a batch of bios costs one notification.
+ *
+ * With a write-back cache, REQ_PREFLUSH and REQ_FUA are emulated with
+ * VIRTIO_BLK_T_FLUSH: a preflush completes before the data is issued, and a
+ * FUA write completes only after a flush issued behind it has completed.
+ * Those continuation stages are issued from the completion interrupt; if the
+ * ring is full at that point they wait on a per-queue deferred list that the
+ * next completion drains before waking any sleeping submitter.
+ */
+#include <linux/bio.h>
+#include <linux/blk-mq-virtio.h>
+#include <linux/completion.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/virtio_config.h>
+
+#include "vbb.h"
+
+enum vbb_stage {
+	VBB_STAGE_PREFLUSH,	/* flush ahead of the data */
+	VBB_STAGE_DATA,		/* read/write/discard/write zeroes */
+	VBB_STAGE_POSTFLUSH,	/* flush behind a FUA write */
+	VBB_STAGE_GET_ID,	/* internal: device serial */
+};
+
+struct vbb_breq {
+	struct virtio_blk_outhdr out_hdr;
+	u8 status;
+	u8 stage;
+	struct vbb_breq *next;
+	struct bio *bio;
+	unsigned long start;
+	/* GET_ID */
+	void *buf;
+	struct completion *wait;
+	struct virtio_blk_discard_write_zeroes range;
+	struct scatterlist sg[VBB_BIO_MAX_SEGS];
+};
+
+struct vbb_plug_cb {
+	struct blk_plug_cb cb;
+	bool armed;
+};
+
+static struct kmem_cache *vbb_breq_cache;
+
+int vbb_bio_cache_init(void)
+{
+	vbb_breq_cache = kmem_cache_create("virtio_blk_bio_req",
+					   sizeof(struct vbb_breq), 0, 0,
+					   NULL);
+	return vbb_breq_cache ? 0 : -ENOMEM;
+}
+
+void vbb_bio_cache_exit(void)
+{
+	kmem_cache_destroy(vbb_breq_cache);
+}
+
+static void vbb_put_inflight(struct vbb_dev *vb)
+{
+	if (atomic_dec_and_test(&vb->inflight))
+		wake_up_all(&vb->inflight_wq);
+}
+
+/* Map the bio's data into br->sg; returns the entry count or -EIO. */
+static int vbb_map_bio(struct vbb_dev *vb, struct vbb_breq *br,
+		       struct bio *bio)
+{
+	unsigned int max_seg = queue_max_segment_size(vb->disk->queue);
+	struct bvec_iter iter;
+	struct bio_vec bv;
+	int n = 0, i = 0;
+
+	/* max_seg may be UINT_MAX: no DIV_ROUND_UP */
+	bio_for_each_bvec(bv, bio, iter)
+		if (bv.bv_len)
+			n += (bv.bv_len - 1) / max_seg + 1;
+	if (n > VBB_BIO_MAX_SEGS)
+		return -EIO;
+	if (!n)
+		return 0;
+
+	sg_init_table(br->sg, n);
+	bio_for_each_bvec(bv, bio, iter) {
+		unsigned int off = bv.bv_offset, left = bv.bv_len;
+
+		while (left) {
+			unsigned int len = min(left, max_seg);
+
+			sg_set_page(&br->sg[i++], bv.bv_page + (off >> PAGE_SHIFT),
+				    len, off & ~PAGE_MASK);
+			off += len;
+			left -= len;
+		}
+	}
+	return n;
+}
+
+/* Fill the header and the scatterlists of @br's current stage. */
+static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
+		    struct scatterlist *hdr, struct scatterlist *status,
+		    struct scatterlist **sgs, unsigned int *out,
+		    unsigned int *in)
+{
+	struct virtio_device *vdev = vb->vdev;
+	struct bio *bio = br->bio;
+	bool write = false;
+	u64 sector = 0;
+	int n = 0;
+	u32 type;
+
+	*out = 0;
+	*in = 0;
+	sg_init_one(hdr, &br->out_hdr, sizeof(br->out_hdr));
+	sgs[(*out)++] = hdr;
+
+	switch (br->stage) {
+	case VBB_STAGE_PREFLUSH:
+	case VBB_STAGE_POSTFLUSH:
+		type = VIRTIO_BLK_T_FLUSH;
+		break;
+	case VBB_STAGE_GET_ID:
+		type = VIRTIO_BLK_T_GET_ID;
+		sg_init_one(&br->sg[0], br->buf, VIRTIO_BLK_ID_BYTES);
+		sgs[(*in)++ + *out] = &br->sg[0];
+		break;
+	default:
+		sector = bio->bi_iter.bi_sector;
+		switch (bio_op(bio)) {
+		case REQ_OP_READ:
+			type = VIRTIO_BLK_T_IN;
+			n = vbb_map_bio(vb, br, bio);
+			break;
+		case REQ_OP_WRITE:
+			type = VIRTIO_BLK_T_OUT;
+			write = true;
+			n = vbb_map_bio(vb, br, bio);
+			break;
+		case REQ_OP_DISCARD:
+		case REQ_OP_WRITE_ZEROES:
+			if (bio_op(bio) == REQ_OP_DISCARD) {
+				type = VIRTIO_BLK_T_DISCARD;
+				br->range.flags = 0;
+			} else {
+				type = VIRTIO_BLK_T_WRITE_ZEROES;
+				br->range.flags = cpu_to_le32(bio->bi_opf & REQ_NOUNMAP ?
+					0 : VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+			}
+			br->range.sector = cpu_to_le64(sector);
+			br->range.num_sectors = cpu_to_le32(bio_sectors(bio));
+			sg_init_one(&br->sg[0], &br->range, sizeof(br->range));
+			sgs[(*out)++] = &br->sg[0];
+			break;
+		default:
+			return -EOPNOTSUPP;
+		}
+		if (n < 0)
+			return n;
+		if (n && write)
+			sgs[(*out)++] = br->sg;
+		else if (n)
+			sgs[(*in)++ + *out] = br->sg;
+		break;
+	}
+
+	br->out_hdr.type = cpu_to_virtio32(vdev, type);
+	br->out_hdr.sector = cpu_to_virtio64(vdev, sector);
+	br->out_hdr.ioprio = cpu_to_virtio32(vdev, bio ? bio_prio(bio) : 0);
+	br->status = VIRTIO_BLK_S_IOERR;
+	sg_init_one(status, &br->status, sizeof(br->status));
+	sgs[*out + (*in)++] = status;
+	return 0;
+}
+
+static int vbb_add(struct vbb_dev *vb, struct vbb_vq *q, struct vbb_breq *br)
+{
+	struct scatterlist hdr, status, *sgs[3];
+	unsigned int out, in;
+	int err;
+
+	err = vbb_prep(vb, br, &hdr, &status, sgs, &out, &in);
+	if (err)
+		return err;
+	err = virtqueue_add_sgs(q->vq, sgs, out, in, br, GFP_ATOMIC);
+	if (!err)
+		q->added++;
+	return err;
+}
+
+static bool vbb_kick_prepare(struct vbb_vq *q)
+{
+	bool kick;
+
+	q->kick_pending = false;
+	q->kick_tries++;
+	kick = virtqueue_kick_prepare(q->vq);
+	if (kick)
+		q->notifies++;
+	return kick;
+}
+
+static void vbb_unplug(struct blk_plug_cb *cb, bool from_schedule)
+{
+	struct vbb_dev *vb = cb->data;
+	unsigned int i;
+
+	kfree(container_of(cb, struct vbb_plug_cb, cb));
+	for (i = 0; i < vb->num_vqs; i++) {
+		struct vbb_vq *q = &vb->vqs[i];
+		unsigned long flags;
+		bool kick = false;
+
+		if (!READ_ONCE(q->kick_pending))
+			continue;
+		spin_lock_irqsave(&q->lock, flags);
+		if (q->kick_pending)
+			kick = vbb_kick_prepare(q);
+		spin_unlock_irqrestore(&q->lock, flags);
+		vbb_notify_prepared(q, kick);
+	}
+	/* the plug held a reference so that removal waits for us */
+	vbb_put_inflight(vb);
+}
+
+/* True if the caller holds a plug and the kick can wait for the unplug. */
+static bool vbb_plugged(struct vbb_dev *vb)
+{
+	struct blk_plug_cb *cb;
+	struct vbb_plug_cb *pcb;
+
+	cb = blk_check_plugged(vbb_unplug, vb, sizeof(*pcb));
+	if (!cb)
+		return false;
+	pcb = container_of(cb, struct vbb_plug_cb, cb);
+	if (!pcb->armed) {
+		pcb->armed = true;
+		atomic_inc(&vb->inflight);
+	}
+	return true;
+}
+
+static void vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
+		       blk_status_t st)
+{
+	struct bio *bio = br->bio;
+
+	if (br->stage == VBB_STAGE_GET_ID) {
+		complete(br->wait);
+		return;
+	}
+	if (st)
+		bio->bi_status = st;
+	bio_end_io_acct(bio, br->start);
+	mempool_free(br, vb->breq_pool);
+	bio_endio(bio);
+	vbb_put_inflight(vb);
+}
+
+/*
+ * Queue a continuation stage from completion context: never sleeps; if the
+ * ring is full (or others already wait) the request joins the deferred list.
+ */
+static void vbb_queue_atomic(struct vbb_dev *vb, struct vbb_vq *q,
+			     struct vbb_breq *br)
+{
+	unsigned long flags;
+	bool kick = false;
+	int err = -ENOSPC;
+
+	spin_lock_irqsave(&q->lock, flags);
+	/* keep the order of earlier deferred stages */
+	if (!q->deferred_head) {
+		err = vbb_add(vb, q, br);
+		if (err == -ENOSPC &&
+		    q->vq->num_free == virtqueue_get_vring_size(q->vq))
+			err = -EIO;	/* does not fit even an empty ring */
+	}
+	if (err == -ENOSPC) {
+		br->next = NULL;
+		if (q->deferred_tail)
+			q->deferred_tail->next = br;
+		else
+			q->deferred_head = br;
+		q->deferred_tail = br;
+		q->full++;
+		err = 0;
+	} else if (!err) {
+		kick = vbb_kick_prepare(q);
+	}
+	spin_unlock_irqrestore(&q->lock, flags);
+	vbb_notify_prepared(q, kick);
+	if (err)
+		vbb_finish(vb, br, BLK_STS_IOERR);
+}
+
+/* Move deferred stages onto the ring while it has room. */
+static void vbb_drain_deferred(struct vbb_dev *vb, struct vbb_vq *q)
+{
+	struct vbb_breq *failed = NULL, *br;
+	unsigned long flags;
+	bool kick = false, added = false;
+	int err;
+
+	spin_lock_irqsave(&q->lock, flags);
+	while ((br = q->deferred_head)) {
+		err = vbb_add(vb, q, br);
+		if (err == -ENOSPC &&
+		    q->vq->num_free < virtqueue_get_vring_size(q->vq))
+			break;
+		q->deferred_head = br->next;
+		if (!q->deferred_head)
+			q->deferred_tail = NULL;
+		if (err) {
+			br->next = failed;
+			failed = br;
+		} else {
+			added = true;
+		}
+	}
+	if (added)
+		kick = vbb_kick_prepare(q);
+	spin_unlock_irqrestore(&q->lock, flags);
+	vbb_notify_prepared(q, kick);
+
+	while ((br = failed)) {
+		failed = br->next;
+		vbb_finish(vb, br, BLK_STS_IOERR);
+	}
+}
+
+static void vbb_stage_done(struct vbb_dev *vb, struct vbb_vq *q,
+			   struct vbb_breq *br)
+{
+	blk_status_t st = vbb_status_to_blk(br->status);
+	struct bio *bio = br->bio;
+
+	switch (br->stage) {
+	case VBB_STAGE_PREFLUSH:
+		if (!st && bio_sectors(bio)) {
+			br->stage = VBB_STAGE_DATA;
+			vbb_queue_atomic(vb, q, br);
+			return;
+		}
+		break;
+	case VBB_STAGE_DATA:
+		if (!st && (bio->bi_opf & REQ_FUA)) {
+			atomic64_inc(&vb->fua_flushes);
+			br->stage = VBB_STAGE_POSTFLUSH;
+			vbb_queue_atomic(vb, q, br);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	vbb_finish(vb, br, st);
+}
+
+void vbb_bio_done(struct virtqueue *vq)
+{
+	struct vbb_dev *vb = vq->vdev->priv;
+	struct vbb_vq *q = &vb->vqs[vq->index];
+	struct vbb_breq *head = NULL, **tail = &head, *br;
+	unsigned long flags;
+	unsigned int len;
+
+	spin_lock_irqsave(&q->lock, flags);
+	do {
+		virtqueue_disable_cb(vq);
+		while ((br = virtqueue_get_buf(vq, &len))) {
+			br->next = NULL;
+			*tail = br;
+			tail = &br->next;
+		}
+	} while (!virtqueue_enable_cb(vq));
+	spin_unlock_irqrestore(&q->lock, flags);
+
+	if (!head)
+		return;
+	while ((br = head)) {
+		head = br->next;
+		vbb_stage_done(vb, q, br);
+	}
+	if (READ_ONCE(q->deferred_head))
+		vbb_drain_deferred(vb, q);
+	if (wq_has_sleeper(&q->wait))
+		wake_up(&q->wait);
+}
+
+/*
+ * First stage from ->submit_bio: sleeps for ring space unless the bio is
+ * REQ_NOWAIT. Returns 0, -EAGAIN (would block) or another error.
+ */
+static int vbb_queue_first(struct vbb_dev *vb, struct vbb_breq *br,
+			   bool nowait)
+{
+	struct vbb_vq *q = &vb->vqs[vb->cpu_vq[raw_smp_processor_id()]];
+	bool plugged = vbb_plugged(vb);
+	unsigned long flags;
+	DEFINE_WAIT(wait);
+	bool kick;
+	int err;
+
+	for (;;) {
+		err = -ENOSPC;
+		spin_lock_irqsave(&q->lock, flags);
+		if (!q->deferred_head) {
+			err = vbb_add(vb, q, br);
+			if (err == -ENOSPC &&
+			    q->vq->num_free == virtqueue_get_vring_size(q->vq))
+				err = -EIO;	/* cannot ever fit */
+		}
+		if (!err) {
+			if (plugged) {
+				q->kick_pending = true;
+				kick = false;
+			} else {
+				kick = vbb_kick_prepare(q);
+			}
+			spin_unlock_irqrestore(&q->lock, flags);
+			vbb_notify_prepared(q, kick);
+			break;
+		}
+		if (err != -ENOSPC) {
+			spin_unlock_irqrestore(&q->lock, flags);
+			break;
+		}
+		/* full: make sure the device works on what is queued */
+		q->full++;
+		kick = vbb_kick_prepare(q);
+		if (!nowait)
+			prepare_to_wait(&q->wait, &wait, TASK_UNINTERRUPTIBLE);
+		spin_unlock_irqrestore(&q->lock, flags);
+		vbb_notify_prepared(q, kick);
+		if (nowait) {
+			err = -EAGAIN;
+			break;
+		}
+		io_schedule();
+	}
+	finish_wait(&q->wait, &wait);
+	return err;
+}
+
+void vbb_bio_submit(struct bio *bio)
+{
+	struct vbb_dev *vb = bio->bi_bdev->bd_disk->private_data;
+	bool nowait = bio->bi_opf & REQ_NOWAIT;
+	struct vbb_breq *br;
+	int err;
+
+	bio = bio_split_to_limits(bio);
+	if (!bio)
+		return;
+
+	switch (bio_op(bio)) {
+	case REQ_OP_READ:
+	case REQ_OP_WRITE:
+	case REQ_OP_DISCARD:
+	case REQ_OP_WRITE_ZEROES:
+		break;
+	default:
+		bio->bi_status = BLK_STS_NOTSUPP;
+		bio_endio(bio);
+		return;
+	}
+
+	br = mempool_alloc(vb->breq_pool, nowait ? GFP_NOWAIT : GFP_NOIO);
+	if (!br) {
+		bio_wouldblock_error(bio);
+		return;
+	}
+	br->bio = bio;
+	br->wait = NULL;
+	br->buf = NULL;
+	if (bio->bi_opf & REQ_PREFLUSH) {
+		atomic64_inc(&vb->preflushes);
+	} else if (bio_op(bio) == REQ_OP_WRITE && !bio_sectors(bio)) {
+		/* an empty write without a flush has nothing to do */
+		mempool_free(br, vb->breq_pool);
+		bio_endio(bio);
+		return;
+	}
+	br->stage = bio->bi_opf & REQ_PREFLUSH ? VBB_STAGE_PREFLUSH :
+		VBB_STAGE_DATA;
+
+	atomic_inc(&vb->inflight);
+	br->start = bio_start_io_acct(bio);
+	err = vbb_queue_first(vb, br, nowait);
+	if (!err)
+		return;
+
+	bio_end_io_acct(bio, br->start);
+	mempool_free(br, vb->breq_pool);
+	if (err == -EAGAIN)
+		bio_wouldblock_error(bio);
+	else {
+		bio->bi_status = err == -EOPNOTSUPP ? BLK_STS_NOTSUPP :
+			BLK_STS_IOERR;
+		bio_endio(bio);
+	}
+	vbb_put_inflight(vb);
+}
+
+int vbb_bio_get_id(struct vbb_dev *vb, char *buf)
+{
+	DECLARE_COMPLETION_ONSTACK(done);
+	struct vbb_breq *br;
+	int err;
+
+	br = kzalloc(sizeof(*br), GFP_KERNEL);
+	if (!br)
+		return -ENOMEM;
+	br->stage = VBB_STAGE_GET_ID;
+	br->buf = buf;
+	br->wait = &done;
+
+	atomic_inc(&vb->inflight);
+	err = vbb_queue_first(vb, br, false);
+	if (!err) {
+		wait_for_completion(&done);
+		err = blk_status_to_errno(vbb_status_to_blk(br->status));
+	}
+	kfree(br);
+	vbb_put_inflight(vb);
+	return err;
+}
+
+struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
+				    struct queue_limits *lim)
+{
+	struct blk_mq_queue_map map = { };
+	struct gendisk *disk;
+	unsigned int cpu;
+
+	vb->cpu_vq = kcalloc(nr_cpu_ids, sizeof(*vb->cpu_vq), GFP_KERNEL);
+	if (!vb->cpu_vq)
+		return ERR_PTR(-ENOMEM);
+	/* the same CPU -> queue spread as the blk-mq path's default map */
+	map.mq_map = vb->cpu_vq;
+	map.nr_queues = vb->num_vqs;
+	blk_mq_virtio_map_queues(&map, vb->vdev, 0);
+	for_each_possible_cpu(cpu)
+		if (vb->cpu_vq[cpu] >= vb->num_vqs)
+			vb->cpu_vq[cpu] = 0;
+
+	vb->breq_pool = mempool_create_slab_pool(16, vbb_breq_cache);
+	if (!vb->breq_pool) {
+		kfree(vb->cpu_vq);
+		vb->cpu_vq = NULL;
+		return ERR_PTR(-ENOMEM);
+	}
+
+	disk = vbb_alloc_bio_disk(lim, vbb_disk_features(vb), NUMA_NO_NODE);
+	if (IS_ERR(disk))
+		vbb_bio_destroy(vb);
+	return disk;
+}
+
+/* After del_gendisk(): wait until every bio and plug callback is done. */
+void vbb_bio_drain(struct vbb_dev *vb)
+{
+	wait_event(vb->inflight_wq, !atomic_read(&vb->inflight));
+}
+
+void vbb_bio_destroy(struct vbb_dev *vb)
+{
+	mempool_destroy(vb->breq_pool);
+	vb->breq_pool = NULL;
+	kfree(vb->cpu_vq);
+	vb->cpu_vq = NULL;
+}

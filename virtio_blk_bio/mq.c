@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * virtio_blk_bio: the blk-mq request path (use_bio=N).
+ *
+ * One hardware context per virtqueue; ->queue_rqs adds a whole plug list
+ * per virtqueue under one lock hold and kicks once; poll queues have no
+ * interrupt and are reaped from ->poll.
+ */
+#include <linux/blk-mq-virtio.h>
+#include <linux/slab.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+#include "vbb.h"
+
+struct vbb_mq_req {
+	struct virtio_blk_outhdr out_hdr;
+	u8 status;
+	struct virtio_blk_discard_write_zeroes *ranges;
+	unsigned int nr_ranges;
+	struct sg_table sgt;
+	struct scatterlist sg[];
+};
+
+static inline struct vbb_vq *vbb_hctx_vq(struct blk_mq_hw_ctx *hctx)
+{
+	struct vbb_dev *vb = hctx->queue->queuedata;
+
+	return &vb->vqs[hctx->queue_num];
+}
+
+static void vbb_mq_cleanup(struct request *req, struct vbb_mq_req *r)
+{
+	if (r->sgt.nents)
+		sg_free_table_chained(&r->sgt, VBB_MQ_INLINE_SG);
+	r->sgt.nents = 0;
+	kfree(r->ranges);
+	r->ranges = NULL;
+	r->nr_ranges = 0;
+}
+
+/* Build the discard / write-zeroes range list of a request. */
+static blk_status_t vbb_mq_setup_ranges(struct vbb_dev *vb,
+					struct request *req,
+					struct vbb_mq_req *r, bool unmap)
+{
+	struct virtio_blk_discard_write_zeroes *rng;
+	u32 flags = unmap ? VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP : 0;
+	unsigned int n = 0, max = 0;
+	struct bio *bio;
+
+	if (req_op(req) == REQ_OP_DISCARD &&
+	    queue_max_discard_segments(req->q) > 1) {
+		__rq_for_each_bio(bio, req)
+			max++;
+	}
+	if (!max)
+		max = 1;
+
+	rng = kmalloc_array(max, sizeof(*rng), GFP_ATOMIC);
+	if (!rng)
+		return BLK_STS_RESOURCE;
+
+	if (max == 1) {
+		/* contiguous merges only: the request is one range */
+		rng[0].sector = cpu_to_le64(blk_rq_pos(req));
+		rng[0].num_sectors = cpu_to_le32(blk_rq_sectors(req));
+		rng[0].flags = cpu_to_le32(flags);
+		n = 1;
+	} else {
+		__rq_for_each_bio(bio, req) {
+			u64 sector = bio->bi_iter.bi_sector;
+			u32 nr = bio_sectors(bio);
+
+			/* coalesce bios that continue the previous range */
+			if (n && le64_to_cpu(rng[n - 1].sector) +
+			    le32_to_cpu(rng[n - 1].num_sectors) == sector &&
+			    (u64)le32_to_cpu(rng[n - 1].num_sectors) + nr <=
+			    U32_MAX) {
+				le32_add_cpu(&rng[n - 1].num_sectors, nr);
+				continue;
+			}
+			rng[n].sector = cpu_to_le64(sector);
+			rng[n].num_sectors = cpu_to_le32(nr);
+			rng[n].flags = cpu_to_le32(flags);
+			n++;
+		}
+	}
+	r->ranges = rng;
+	r->nr_ranges = n;
+	return BLK_STS_OK;
+}
+
+static blk_status_t vbb_mq_setup_cmd(struct vbb_dev *vb, struct request *req,
+				     struct vbb_mq_req *r)
+{
+	struct virtio_device *vdev = vb->vdev;
+	u64 sector = 0;
+	u32 type;
+	blk_status_t st;
+
+	r->ranges = NULL;
+	r->nr_ranges = 0;
+	r->sgt.nents = 0;
+
+	switch (req_op(req)) {
+	case REQ_OP_READ:
+		type = VIRTIO_BLK_T_IN;
+		sector = blk_rq_pos(req);
+		break;
+	case REQ_OP_WRITE:
+		type = VIRTIO_BLK_T_OUT;
+		sector = blk_rq_pos(req);
+		break;
+	case REQ_OP_FLUSH:
+		type = VIRTIO_BLK_T_FLUSH;
+		break;
+	case REQ_OP_DISCARD:
+		type = VIRTIO_BLK_T_DISCARD;
+		st = vbb_mq_setup_ranges(vb, req, r, false);
+		if (st)
+			return st;
+		break;
+	case REQ_OP_WRITE_ZEROES:
+		type = VIRTIO_BLK_T_WRITE_ZEROES;
+		st = vbb_mq_setup_ranges(vb, req, r,
+					 !(req->cmd_flags & REQ_NOUNMAP));
+		if (st)
+			return st;
+		break;
+	case REQ_OP_DRV_IN:
+		type = VIRTIO_BLK_T_GET_ID;
+		break;
+	default:
+		return BLK_STS_NOTSUPP;
+	}
+
+	r->out_hdr.type = cpu_to_virtio32(vdev, type);
+	r->out_hdr.sector = cpu_to_virtio64(vdev, sector);
+	r->out_hdr.ioprio = cpu_to_virtio32(vdev, req_get_ioprio(req));
+	r->status = VIRTIO_BLK_S_IOERR;
+	return BLK_STS_OK;
+}
+
+static int vbb_mq_map_data(struct request *req, struct vbb_mq_req *r)
+{
+	unsigned short nsegs = blk_rq_nr_phys_segments(req);
+	int err;
+
+	if (r->ranges || !nsegs || !blk_rq_bytes(req))
+		return 0;
+
+	r->sgt.sgl = r->sg;
+	err = sg_alloc_table_chained(&r->sgt, nsegs, r->sg, VBB_MQ_INLINE_SG);
+	if (err)
+		return -ENOMEM;
+	r->sgt.nents = blk_rq_map_sg(req->q, req, r->sgt.sgl);
+	return r->sgt.nents;
+}
+
+static int vbb_mq_add(struct vbb_vq *q, struct request *req,
+		      struct vbb_mq_req *r)
+{
+	struct scatterlist hdr, status, rng, *sgs[3];
+	unsigned int out = 0, in = 0;
+	int err;
+
+	sg_init_one(&hdr, &r->out_hdr, sizeof(r->out_hdr));
+	sgs[out++] = &hdr;
+	if (r->ranges) {
+		sg_init_one(&rng, r->ranges,
+			    r->nr_ranges * sizeof(*r->ranges));
+		sgs[out++] = &rng;
+	} else if (r->sgt.nents) {
+		if (rq_data_dir(req) == WRITE)
+			sgs[out++] = r->sgt.sgl;
+		else
+			sgs[out + in++] = r->sgt.sgl;
+	}
+	sg_init_one(&status, &r->status, sizeof(r->status));
+	sgs[out + in++] = &status;
+
+	err = virtqueue_add_sgs(q->vq, sgs, out, in, r, GFP_ATOMIC);
+	if (!err)
+		q->added++;
+	return err;
+}
+
+static bool vbb_mq_kick_prepare(struct vbb_vq *q)
+{
+	bool kick;
+
+	q->kick_tries++;
+	kick = virtqueue_kick_prepare(q->vq);
+	if (kick)
+		q->notifies++;
+	return kick;
+}
+
+static blk_status_t vbb_mq_prep(struct vbb_dev *vb, struct request *req,
+				struct vbb_mq_req *r)
+{
+	blk_status_t st;
+	int n;
+
+	st = vbb_mq_setup_cmd(vb, req, r);
+	if (st)
+		return st;
+	n = vbb_mq_map_data(req, r);
+	if (n < 0) {
+		vbb_mq_cleanup(req, r);
+		return BLK_STS_RESOURCE;
+	}
+	blk_mq_start_request(req);
+	return BLK_STS_OK;
+}
+
+static blk_status_t vbb_queue_rq(struct blk_mq_hw_ctx *hctx,
+				 const struct blk_mq_queue_data *bd)
+{
+	struct vbb_dev *vb = hctx->queue->queuedata;
+	struct vbb_vq *q = vbb_hctx_vq(hctx);
+	struct request *req = bd->rq;
+	struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
+	unsigned long flags;
+	blk_status_t st;
+	bool kick = false;
+	int err;
+
+	st = vbb_mq_prep(vb, req, r);
+	if (st)
+		return st;
+
+	spin_lock_irqsave(&q->lock, flags);
+	err = vbb_mq_add(q, req, r);
+	if (err) {
+		/* let the device drain what is there */
+		kick = vbb_mq_kick_prepare(q);
+		if (err == -ENOSPC) {
+			q->full++;
+			blk_mq_stop_hw_queue(hctx);
+		}
+		spin_unlock_irqrestore(&q->lock, flags);
+		vbb_notify_prepared(q, kick);
+		vbb_mq_cleanup(req, r);
+		if (err == -ENOSPC)
+			return BLK_STS_DEV_RESOURCE;
+		return err == -ENOMEM ? BLK_STS_RESOURCE : BLK_STS_IOERR;
+	}
+	if (bd->last)
+		kick = vbb_mq_kick_prepare(q);
+	spin_unlock_irqrestore(&q->lock, flags);
+	vbb_notify_prepared(q, kick);
+	return BLK_STS_OK;
+}
+
+static void vbb_commit_rqs(struct blk_mq_hw_ctx *hctx)
+{
+	struct vbb_vq *q = vbb_hctx_vq(hctx);
+	bool kick;
+
+	spin_lock_irq(&q->lock);
+	kick = vbb_mq_kick_prepare(q);
+	spin_unlock_irq(&q->lock);
+	vbb_notify_prepared(q, kick);
+}
+
+/* Add a batch that all maps to @q, kick once; failures go to @requeue. */
+static void vbb_add_batch(struct vbb_vq *q, struct vbb_rq_list *batch,
+			  struct vbb_rq_list *requeue)
+{
+	struct request *req;
+	unsigned long flags;
+	bool kick;
+
+	spin_lock_irqsave(&q->lock, flags);
+	while ((req = vbb_rq_list_pop(batch))) {
+		struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
+
+		if (vbb_mq_add(q, req, r)) {
+			q->full++;
+			vbb_mq_cleanup(req, r);
+			blk_mq_requeue_request(req, true);
+		}
+	}
+	kick = vbb_mq_kick_prepare(q);
+	spin_unlock_irqrestore(&q->lock, flags);
+	vbb_notify_prepared(q, kick);
+}
+
+static void vbb_queue_rqs(vbb_queue_rqs_arg_t *rqlist)
+{
+	struct vbb_rq_list in, batch = { }, requeue = { };
+	struct vbb_vq *q = NULL;
+	struct request *req;
+
+	vbb_rq_list_take(&in, rqlist);
+	while ((req = vbb_rq_list_pop(&in))) {
+		struct vbb_dev *vb = req->q->queuedata;
+		struct vbb_vq *this_q = vbb_hctx_vq(req->mq_hctx);
+
+		if (q && q != this_q)
+			vbb_add_batch(q, &batch, &requeue);
+		q = this_q;
+		if (vbb_mq_prep(vb, req, blk_mq_rq_to_pdu(req)))
+			vbb_rq_list_add_tail(&requeue, req);
+		else
+			vbb_rq_list_add_tail(&batch, req);
+	}
+	if (q)
+		vbb_add_batch(q, &batch, &requeue);
+	vbb_rq_list_give(rqlist, &requeue);
+}
+
+static void vbb_mq_complete(struct request *req)
+{
+	struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
+	u8 status = r->status;
+
+	vbb_mq_cleanup(req, r);
+	blk_mq_end_request(req, vbb_status_to_blk(status));
+}
+
+void vbb_mq_done(struct virtqueue *vq)
+{
+	struct vbb_dev *vb = vq->vdev->priv;
+	struct vbb_vq *q = &vb->vqs[vq->index];
+	struct vbb_mq_req *r;
+	unsigned long flags;
+	unsigned int len;
+	bool done = false;
+
+	spin_lock_irqsave(&q->lock, flags);
+	do {
+		virtqueue_disable_cb(vq);
+		while ((r = virtqueue_get_buf(vq, &len))) {
+			struct request *req = blk_mq_rq_from_pdu(r);
+
+			if (likely(!blk_should_fake_timeout(req->q)))
+				blk_mq_complete_request(req);
+			done = true;
+		}
+	} while (!virtqueue_enable_cb(vq));
+	if (done)
+		blk_mq_start_stopped_hw_queues(vb->disk->queue, true);
+	spin_unlock_irqrestore(&q->lock, flags);
+}
+
+static void vbb_complete_batch(struct io_comp_batch *iob)
+{
+	struct request *req;
+
+	rq_list_for_each(&iob->req_list, req)
+		vbb_mq_cleanup(req, blk_mq_rq_to_pdu(req));
+	blk_mq_end_request_batch(iob);
+}
+
+static int vbb_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
+{
+	struct vbb_dev *vb = hctx->queue->queuedata;
+	struct vbb_vq *q = vbb_hctx_vq(hctx);
+	struct vbb_mq_req *r;
+	unsigned long flags;
+	unsigned int len;
+	int found = 0;
+
+	spin_lock_irqsave(&q->lock, flags);
+	while ((r = virtqueue_get_buf(q->vq, &len))) {
+		struct request *req = blk_mq_rq_from_pdu(r);
+
+		found++;
+		if (!blk_mq_complete_request_remote(req) &&
+		    !blk_mq_add_to_batch(req, iob,
+					 r->status != VIRTIO_BLK_S_OK,
+					 vbb_complete_batch))
+			vbb_mq_complete(req);
+	}
+	if (found)
+		blk_mq_start_stopped_hw_queues(vb->disk->queue, true);
+	spin_unlock_irqrestore(&q->lock, flags);
+	return found;
+}
+
+static void vbb_map_queues(struct blk_mq_tag_set *set)
+{
+	struct vbb_dev *vb = set->driver_data;
+	unsigned int i, off = 0;
+
+	for (i = 0; i < set->nr_maps; i++) {
+		struct blk_mq_queue_map *map = &set->map[i];
+
+		map->nr_queues = vb->io_queues[i];
+		map->queue_offset = off;
+		off += map->nr_queues;
+		if (!map->nr_queues)
+			continue;
+		/* interrupt queues follow their vector's affinity */
+		if (i == HCTX_TYPE_POLL)
+			blk_mq_map_queues(map);
+		else
+			blk_mq_virtio_map_queues(map, vb->vdev, 0);
+	}
+}
+
+static const struct blk_mq_ops vbb_mq_ops = {
+	.queue_rq	= vbb_queue_rq,
+	.queue_rqs	= vbb_queue_rqs,
+	.commit_rqs	= vbb_commit_rqs,
+	.complete	= vbb_mq_complete,
+	.map_queues	= vbb_map_queues,
+	.poll		= vbb_poll,
+};
+
+struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
+				   struct queue_limits *lim)
+{
+	struct blk_mq_tag_set *set = &vb->tag_set;
+	unsigned int depth = vbb_queue_depth;
+	struct gendisk *disk;
+	int err;
+
+	if (!depth) {
+		depth = vb->vqs[0].vq->num_free;
+		/* without indirect descriptors a request takes two or more */
+		if (!virtio_has_feature(vb->vdev, VIRTIO_RING_F_INDIRECT_DESC))
+			depth /= 2;
+	}
+	depth = max(depth, 1U);
+
+	memset(set, 0, sizeof(*set));
+	set->ops = &vbb_mq_ops;
+	set->queue_depth = depth;
+	set->numa_node = NUMA_NO_NODE;
+	set->flags = BLK_MQ_F_SHOULD_MERGE;
+	set->cmd_size = sizeof(struct vbb_mq_req) +
+		sizeof(struct scatterlist) * VBB_MQ_INLINE_SG;
+	set->driver_data = vb;
+	set->nr_hw_queues = vb->num_vqs;
+	set->nr_maps = vb->io_queues[HCTX_TYPE_POLL] ? HCTX_MAX_TYPES : 1;
+
+	err = blk_mq_alloc_tag_set(set);
+	if (err)
+		return ERR_PTR(err);
+
+	disk = vbb_alloc_mq_disk(set, lim, vbb_disk_features(vb), vb);
+	if (IS_ERR(disk)) {
+		blk_mq_free_tag_set(set);
+		set->ops = NULL;
+	}
+	return disk;
+}
+
+void vbb_mq_destroy(struct vbb_dev *vb)
+{
+	if (vb->tag_set.ops) {
+		blk_mq_free_tag_set(&vb->tag_set);
+		vb->tag_set.ops = NULL;
+	}
+}
+
+int vbb_mq_get_id(struct vbb_dev *vb, char *buf)
+{
+	struct request_queue *q = vb->disk->queue;
+	struct vbb_mq_req *r;
+	struct request *req;
+	blk_status_t st;
+	int err;
+
+	req = blk_mq_alloc_request(q, REQ_OP_DRV_IN, 0);
+	if (IS_ERR(req))
+		return PTR_ERR(req);
+	r = blk_mq_rq_to_pdu(req);
+	err = blk_rq_map_kern(q, req, buf, VIRTIO_BLK_ID_BYTES, GFP_KERNEL);
+	if (err)
+		goto out;
+	st = blk_execute_rq(req, false);
+	if (!st)
+		st = vbb_status_to_blk(r->status);
+	err = blk_status_to_errno(st);
+out:
+	blk_mq_free_request(req);
+	return err;
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * virtio_blk_bio: definitions shared by the probe/config code (main.c), the
+ * blk-mq request path (mq.c) and the ->submit_bio path (bio.c).
+ */
+#ifndef _VIRTIO_BLK_BIO_H
+#define _VIRTIO_BLK_BIO_H
+
+#include <linux/blkdev.h>
+#include <linux/blk-mq.h>
+#include <linux/mempool.h>
+#include <linux/mutex.h>
+#include <linux/scatterlist.h>
+#include <linux/spinlock.h>
+#include <linux/virtio.h>
+#include <linux/virtio_blk.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+#include "kcompat.h"
+
+/* Most data segments of one bio on the bio path (bounds the request size). */
+#define VBB_BIO_MAX_SEGS	64
+/* Scatterlist entries embedded in a blk-mq request before chaining. */
+#define VBB_MQ_INLINE_SG	2
+#define VBB_MAX_DISCARD_SEGS	256u
+
+struct vbb_breq;
+
+/* One virtqueue and everything serialised by its lock. */
+struct vbb_vq {
+	struct virtqueue *vq;
+	spinlock_t lock;
+	/* bio path: continuation stages that found the ring full */
+	struct vbb_breq *deferred_head;
+	struct vbb_breq *deferred_tail;
+	/* bio path: requests added under a plug and not yet kicked */
+	bool kick_pending;
+	/* bio path: submitters waiting for ring space */
+	wait_queue_head_t wait;
+	/* statistics, under lock */
+	u64 added;
+	u64 kick_tries;
+	u64 notifies;
+	u64 full;
+	char name[16];
+} ____cacheline_aligned_in_smp;
+
+struct vbb_dev {
+	struct virtio_device *vdev;
+	/* serialises config access against removal; vdev is NULL once gone */
+	struct mutex vdev_mutex;
+	struct gendisk *disk;
+	struct work_struct config_work;
+	int index;
+	bool bio_path;
+
+	unsigned int num_vqs;
+	unsigned int io_queues[HCTX_MAX_TYPES];
+	struct vbb_vq *vqs;
+
+	/* blk-mq path */
+	struct blk_mq_tag_set tag_set;
+
+	/* bio path */
+	unsigned int *cpu_vq;
+	mempool_t *breq_pool;
+	atomic_t inflight;
+	wait_queue_head_t inflight_wq;
+	atomic64_t preflushes;
+	atomic64_t fua_flushes;
+};
+
+/* main.c */
+extern unsigned int vbb_queue_depth;
+blk_status_t vbb_status_to_blk(u8 status);
+void vbb_limits_default(struct vbb_dev *vb, struct queue_limits *lim);
+int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim);
+unsigned int vbb_disk_features(struct vbb_dev *vb);
+bool vbb_cache_writeback(struct virtio_device *vdev);
+void vbb_notify_prepared(struct vbb_vq *vq, bool kick);
+
+/* mq.c */
+void vbb_mq_done(struct virtqueue *vq);
+struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
+				   struct queue_limits *lim);
+void vbb_mq_destroy(struct vbb_dev *vb);
+int vbb_mq_get_id(struct vbb_dev *vb, char *buf);
+
+/* bio.c */
+int vbb_bio_cache_init(void);
+void vbb_bio_cache_exit(void);
+void vbb_bio_done(struct virtqueue *vq);
+struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
+				    struct queue_limits *lim);
+void vbb_bio_drain(struct vbb_dev *vb);
+void vbb_bio_destroy(struct vbb_dev *vb);
+int vbb_bio_get_id(struct vbb_dev *vb, char *buf);
+void vbb_bio_submit(struct bio *bio);
+
+#endif /* _VIRTIO_BLK_BIO_H */

@@ -9,7 +9,7 @@ modprobe virtio_blk || exit 1
 for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vda ] && break; sleep 0.5; done
 [ -b /dev/vda ] || { echo "no /dev/vda"; exit 1; }
 fio --name=nested --filename=/dev/vda --ioengine=libaio --direct=1 --rw=randwrite \
-	--bs=4k --iodepth=16 --size=32M --verify=crc32c --verify_fatal=1 \
+	--bs=4k --iodepth=16 --size=8M --verify=crc32c --verify_fatal=1 \
 	--do_verify=1 --output-format=terse --terse-version=3 >/tmp/fio.out 2>&1
 rc=$?
 cut -d';' -f3-8 /tmp/fio.out | head -n 2

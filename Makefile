@@ -13,7 +13,10 @@ UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(CURDIR)/include/uapi $
 
 TOOLS := tools/vhost-blk-bridge/vhost-blk-bridge selftests/vhost_blk/vhost_blk_test
 
-.PHONY: all modules tools clean deps check demo bench help sparse
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+.PHONY: all modules tools clean deps check help sparse install uninstall
 
 all: modules tools
 
@@ -36,6 +39,21 @@ selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) inclu
 	@if ls selftests/vhost_blk/*.c >/dev/null 2>&1; then \
 		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
 
+# modules_install + depmod for KDIR's kernel, and the bridge into $(PREFIX)/bin.
+install: all
+	@vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1; \
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" INSTALL_MOD_DIR=updates modules_install
+	depmod -a "$$(cat $(KDIR)/include/config/kernel.release)"
+	@if [ -x tools/vhost-blk-bridge/vhost-blk-bridge ]; then \
+		install -D -m 755 tools/vhost-blk-bridge/vhost-blk-bridge $(DESTDIR)$(PREFIX)/bin/vhost-blk-bridge; fi
+
+uninstall:
+	rel=$$(cat $(KDIR)/include/config/kernel.release); \
+	rm -f /lib/modules/$$rel/updates/vhost_blk/vhost_blk.ko* \
+	      /lib/modules/$$rel/updates/virtio_blk_bio/virtio_blk_bio.ko*; \
+	depmod -a $$rel
+	rm -f $(DESTDIR)$(PREFIX)/bin/vhost-blk-bridge
+
 clean:
 	@if [ -d "$(KDIR)" ]; then $(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC=clean clean; fi
 	rm -f $(TOOLS)
@@ -54,7 +72,10 @@ help:
 	@echo '  modules         vhost_blk/vhost_blk.ko and virtio_blk_bio/virtio_blk_bio.ko'
 	@echo '  tools           vhost-blk-bridge and the vhost_blk selftest driver'
 	@echo '  sparse          modules built with sparse (C=2)'
+	@echo '  install         modules into /lib/modules/<rel>/updates (+ depmod), bridge into PREFIX/bin'
+	@echo '  uninstall       remove what install put in place'
 	@echo '  deps            install build/test dependencies (root, Debian 12)'
 	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12")'
 	@echo '  clean'
-	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12"'
+	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" PREFIX=/usr/local'
+	@echo 'DKMS: dkms.conf packages both modules (see README)'

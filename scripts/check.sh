@@ -114,8 +114,17 @@ for k in "${kernels[@]}"; do
 
 	harness_selftests "$k" "$rel"
 
+	vmfiles=()
+	if scripts/dkms-test.sh "$rel" "$out/dkms-$rel" >"$out/dkms-$rel.log" 2>&1; then
+		result ok "[$k] dkms add/build/install"
+		vmfiles+=(--file "$out/dkms-$rel:/root/dkms")
+	else
+		result "not ok" "[$k] dkms add/build/install"
+		tail -n 20 "$out/dkms-$rel.log" | sed 's/^/#   /'
+	fi
+
 	echo "# booting L2 ($rel) for the in-VM tests"
-	scripts/vm.sh --kernel "$rel" --name "check-$rel" --timeout 2400 \
+	scripts/vm.sh --kernel "$rel" --name "check-$rel" --timeout 2400 "${vmfiles[@]}" \
 		selftests/lib/run-tests.sh >"$out/vm-$rel.log" 2>&1
 	rc=$?
 	while IFS= read -r line; do

@@ -1,0 +1,665 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost_blk_test functional tests: data paths verified against the backing
+ * file, request types, RO, queues, in-flight batches, observability.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+
+#include "vbt.h"
+
+#define SERIAL "vhost-blk-selftest01"
+
+static struct vbt_opts def_opts(void)
+{
+	struct vbt_opts o = {
+		.nq = 1, .qsize = 256, .backend_fd = -2, .serial = SERIAL,
+	};
+	return o;
+}
+
+static int open_dev(struct vbt_dev *d, struct vbt_mem *m,
+		    const struct vbt_opts *o)
+{
+	vbt_mem_reset(m);
+	if (vbt_dev_open(d, m, o)) {
+		tap_diag("device setup failed: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Compare the backend at @off with @buf. */
+static bool backend_is(const void *buf, size_t len, uint64_t off)
+{
+	void *tmp;
+	bool ok;
+
+	if (cfg.nodata)
+		return true;
+	tmp = malloc(len);
+	ok = tmp && !vbt_backend_pread(tmp, len, off) &&
+	     !memcmp(tmp, buf, len);
+	free(tmp);
+	return ok;
+}
+
+static void t_features(struct vbt_dev *d)
+{
+	uint64_t want = (1ULL << VIRTIO_BLK_F_SEG_MAX) |
+			(1ULL << VIRTIO_BLK_F_BLK_SIZE) |
+			(1ULL << VIRTIO_BLK_F_FLUSH) |
+			(1ULL << VIRTIO_BLK_F_MQ) |
+			(1ULL << VIRTIO_BLK_F_DISCARD) |
+			(1ULL << VIRTIO_BLK_F_WRITE_ZEROES) |
+			(1ULL << VIRTIO_RING_F_INDIRECT_DESC) |
+			(1ULL << VIRTIO_RING_F_EVENT_IDX) |
+			(1ULL << VIRTIO_F_VERSION_1);
+	uint64_t f = 0;
+	int r = ioctl(d->fd, VHOST_GET_FEATURES, &f);
+
+	tap_result(!r && (f & want) == want && !(f & (1ULL << VIRTIO_BLK_F_RO)),
+		   "GET_FEATURES offers the virtio-blk feature set (0x%llx)",
+		   (unsigned long long)f);
+}
+
+static void t_config(struct vbt_dev *d)
+{
+	struct vhost_blk_config c;
+	bool ok;
+
+	memset(&c, 0, sizeof(c));
+	c.size = sizeof(c);
+	ok = !ioctl(d->fd, VHOST_BLK_GET_CONFIG, &c);
+	ok = ok && c.blk.capacity == cfg.size / 512 &&
+	     c.blk.seg_max >= 1 && c.blk.num_queues == 1 &&
+	     c.blk.blk_size >= 512 && (c.flags & VHOST_BLK_CONFIG_F_BACKEND) &&
+	     !(c.flags & VHOST_BLK_CONFIG_F_RO) &&
+	     c.blk.max_discard_seg >= 1 && c.blk.max_write_zeroes_seg >= 1 &&
+	     c.features == d->features;
+	tap_result(ok, "GET_CONFIG: capacity %llu sectors, seg_max %u, blk_size %u, flags 0x%x",
+		   (unsigned long long)c.blk.capacity, c.blk.seg_max,
+		   c.blk.blk_size, c.flags);
+
+	/* An old, shorter struct gets the prefix it knows. */
+	memset(&c, 0xaa, sizeof(c));
+	c.size = 16;
+	ok = !ioctl(d->fd, VHOST_BLK_GET_CONFIG, &c) &&
+	     c.features == d->features && c.config_len == 0xaaaaaaaa;
+	tap_result(ok, "GET_CONFIG honours a smaller struct size");
+}
+
+static void t_rw(struct vbt_dev *d, struct vbt_mem *m, bool indirect)
+{
+	uint32_t len = 8192;
+	uint64_t sector = 2048 + indirect * 64;
+	uint8_t *w = vbt_alloc(m, len, 4096), *r = vbt_alloc(m, len, 4096);
+	struct vbt_io io = { .type = VIRTIO_BLK_T_OUT, .sector = sector,
+			     .data = w, .len = len, .indirect = indirect };
+	bool ok;
+
+	vbt_fill(w, len, sector);
+	ok = vbt_io(d, 0, &io) == 0 && io.used_len == 1 &&
+	     backend_is(w, len, sector * 512);
+	memset(r, 0, len);
+	io = (struct vbt_io){ .type = VIRTIO_BLK_T_IN, .sector = sector,
+			      .data = r, .len = len, .indirect = indirect };
+	ok = ok && vbt_io(d, 0, &io) == 0 && io.used_len == len + 1 &&
+	     (cfg.nodata || !memcmp(w, r, len));
+	tap_result(ok, "%s write + read 8 KiB, verified in the backing file",
+		   indirect ? "indirect:" : "direct:");
+}
+
+static void t_read_prewritten(struct vbt_dev *d, struct vbt_mem *m)
+{
+	uint8_t ref[4096], *r = vbt_alloc(m, 4096, 4096);
+	uint64_t sector = 4096;
+
+	if (cfg.nodata) {
+		tap_skip("backend keeps no data", "read of data written to the backing file");
+		return;
+	}
+	vbt_fill(ref, sizeof(ref), 77);
+	if (vbt_backend_pwrite(ref, sizeof(ref), sector * 512)) {
+		tap_result(false, "read of data written to the backing file");
+		return;
+	}
+	memset(r, 0, 4096);
+	tap_result(vbt_rw(d, 0, VIRTIO_BLK_T_IN, sector, r, 4096) == 0 &&
+		   !memcmp(ref, r, 4096),
+		   "read of data written to the backing file");
+}
+
+/* Submit a chain built from @segs and wait; returns the status byte. */
+static int chain_io(struct vbt_dev *d, struct vbt_seg *segs, unsigned int n,
+		    uint8_t *status, uint32_t *used_len, bool indirect)
+{
+	struct vbt_vq *vq = &d->vq[0];
+	uint16_t old = vq->avail_idx;
+	int head;
+
+	*status = 0xff;
+	head = vbt_vq_add(vq, segs, n, indirect, NULL);
+	if (head < 0)
+		return -1;
+	vbt_vq_publish(vq, head);
+	vbt_vq_kick(vq, old);
+	if (vbt_vq_wait(vq, used_len, NULL, 10000) < 0)
+		return -1;
+	return *status;
+}
+
+static void t_sg_uneven(struct vbt_dev *d, struct vbt_mem *m)
+{
+	static const uint32_t wl[] = { 100, 412, 1000, 536 };
+	static const uint32_t rl[] = { 7, 505, 1, 1535 };
+	struct virtio_blk_outhdr *h = vbt_alloc(m, 16, 8);
+	uint8_t *st = vbt_alloc(m, 1, 1);
+	uint8_t ref[2048], back[2048];
+	struct vbt_seg s[8];
+	uint8_t *p[4];
+	uint32_t ul, off = 0;
+	uint64_t sector = 6000;
+	unsigned int i;
+	bool ok;
+
+	vbt_fill(ref, sizeof(ref), 5);
+	h->type = VIRTIO_BLK_T_OUT;
+	h->ioprio = 0;
+	h->sector = sector;
+	s[0] = (struct vbt_seg){ vbt_gpa(m, h), 16, false };
+	for (i = 0; i < 4; i++) {
+		p[i] = vbt_alloc(m, wl[i], 1 + i * 2);
+		memcpy(p[i], ref + off, wl[i]);
+		off += wl[i];
+		s[1 + i] = (struct vbt_seg){ vbt_gpa(m, p[i]), wl[i], false };
+	}
+	s[5] = (struct vbt_seg){ vbt_gpa(m, st), 1, true };
+	ok = chain_io(d, s, 6, st, &ul, false) == 0 && ul == 1 &&
+	     backend_is(ref, sizeof(ref), sector * 512);
+
+	h->type = VIRTIO_BLK_T_IN;
+	off = 0;
+	for (i = 0; i < 4; i++) {
+		p[i] = vbt_alloc(m, rl[i], 1 + i);
+		memset(p[i], 0, rl[i]);
+		s[1 + i] = (struct vbt_seg){ vbt_gpa(m, p[i]), rl[i], true };
+	}
+	ok = ok && chain_io(d, s, 6, st, &ul, false) == 0 && ul == 2049;
+	for (i = 0; i < 4; i++) {
+		memcpy(back + off, p[i], rl[i]);
+		off += rl[i];
+	}
+	tap_result(ok && (cfg.nodata || !memcmp(ref, back, sizeof(back))),
+		   "scatter-gather with uneven segments (write 4, read 4)");
+}
+
+static void t_split_header(struct vbt_dev *d, struct vbt_mem *m)
+{
+	struct virtio_blk_outhdr hdr = { .type = VIRTIO_BLK_T_IN, .sector = 6000 };
+	uint8_t *h1 = vbt_alloc(m, 5, 1), *h2 = vbt_alloc(m, 7, 1);
+	uint8_t *h3 = vbt_alloc(m, 4, 1), *st = vbt_alloc(m, 1, 1);
+	uint8_t *buf = vbt_alloc(m, 512, 512);
+	struct vbt_seg s[5];
+	uint32_t ul;
+	bool ok;
+
+	memcpy(h1, &hdr, 5);
+	memcpy(h2, (uint8_t *)&hdr + 5, 7);
+	memcpy(h3, (uint8_t *)&hdr + 12, 4);
+	s[0] = (struct vbt_seg){ vbt_gpa(m, h1), 5, false };
+	s[1] = (struct vbt_seg){ vbt_gpa(m, h2), 7, false };
+	s[2] = (struct vbt_seg){ vbt_gpa(m, h3), 4, false };
+	s[3] = (struct vbt_seg){ vbt_gpa(m, buf), 512, true };
+	s[4] = (struct vbt_seg){ vbt_gpa(m, st), 1, true };
+	ok = chain_io(d, s, 5, st, &ul, false) == 0 && ul == 513 &&
+	     backend_is(buf, 512, 6000 * 512);
+	tap_result(ok, "header split over three descriptors (5+7+4 bytes)");
+}
+
+static void t_shared_status(struct vbt_dev *d, struct vbt_mem *m)
+{
+	struct virtio_blk_outhdr *h = vbt_alloc(m, 16, 8);
+	uint8_t *buf = vbt_alloc(m, 4097, 4096);
+	struct vbt_seg s[2];
+	uint32_t ul;
+	bool ok;
+
+	h->type = VIRTIO_BLK_T_IN;
+	h->sector = 2048;
+	buf[4096] = 0xff;
+	s[0] = (struct vbt_seg){ vbt_gpa(m, h), 16, false };
+	s[1] = (struct vbt_seg){ vbt_gpa(m, buf), 4097, true };
+	ok = chain_io(d, s, 2, buf + 4096, &ul, false) == 0 && ul == 4097 &&
+	     backend_is(buf, 4096, 2048 * 512);
+	tap_result(ok, "data and status in one descriptor (used.len %u)", ul);
+}
+
+static void t_zero_len(struct vbt_dev *d)
+{
+	struct vbt_io io = { .type = VIRTIO_BLK_T_IN, .sector = 10 };
+	bool ok;
+
+	ok = vbt_io(d, 0, &io) == 0 && io.used_len == 1;
+	io = (struct vbt_io){ .type = VIRTIO_BLK_T_OUT, .sector = 10 };
+	ok = ok && vbt_io(d, 0, &io) == 0 && io.used_len == 1;
+	tap_result(ok, "zero-length IN and OUT complete with OK");
+}
+
+static void t_flush(struct vbt_dev *d)
+{
+	struct vbt_io io = { .type = VIRTIO_BLK_T_FLUSH };
+
+	tap_result(vbt_io(d, 0, &io) == 0 && io.used_len == 1, "FLUSH");
+}
+
+static void t_get_id(struct vbt_dev *d, struct vbt_mem *m)
+{
+	char *buf = vbt_alloc(m, 20, 8);
+	struct vbt_io io = { .type = VIRTIO_BLK_T_GET_ID, .data = buf,
+			     .len = 20 };
+
+	memset(buf, 0, 20);
+	tap_result(vbt_io(d, 0, &io) == 0 && io.used_len == 21 &&
+		   !memcmp(buf, SERIAL, 20),
+		   "GET_ID returns the serial (%.20s)", buf);
+}
+
+static int dwz(struct vbt_dev *d, struct vbt_mem *m, uint32_t type,
+	       uint64_t sector, uint32_t n, uint32_t flags)
+{
+	struct virtio_blk_discard_write_zeroes *r = vbt_alloc(m, 16, 8);
+
+	r->sector = sector;
+	r->num_sectors = n;
+	r->flags = flags;
+	return vbt_rw(d, 0, type, 0, r, 16);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	while (n--)
+		if (*p++)
+			return false;
+	return true;
+}
+
+static void t_discard_wz(struct vbt_dev *d, struct vbt_mem *m)
+{
+	uint8_t *buf = vbt_alloc(m, 65536, 4096);
+	uint64_t sector = 8192;
+	bool ok;
+
+	vbt_fill(buf, 65536, 9);
+	ok = vbt_rw(d, 0, VIRTIO_BLK_T_OUT, sector, buf, 65536) == 0 &&
+	     dwz(d, m, VIRTIO_BLK_T_DISCARD, sector, 128, 0) == 0;
+	tap_result(ok, "DISCARD of 64 KiB");
+
+	vbt_fill(buf, 65536, 10);
+	ok = vbt_rw(d, 0, VIRTIO_BLK_T_OUT, sector, buf, 65536) == 0 &&
+	     dwz(d, m, VIRTIO_BLK_T_WRITE_ZEROES, sector, 64, 0) == 0 &&
+	     dwz(d, m, VIRTIO_BLK_T_WRITE_ZEROES, sector + 64, 64,
+		 VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP) == 0;
+	memset(buf, 0xee, 65536);
+	ok = ok && vbt_rw(d, 0, VIRTIO_BLK_T_IN, sector, buf, 65536) == 0 &&
+	     (cfg.nodata || all_zero(buf, 65536));
+	tap_result(ok, "WRITE_ZEROES (with and without unmap) reads back zeroes");
+}
+
+/* A descriptor crossing two memory regions (contiguous guest-physical). */
+static void t_cross_region(struct vbt_dev *d, struct vbt_mem *m)
+{
+	uint64_t gpa = VBT_GPA_LOW + VBT_CHUNK - 2048;
+	uint8_t *lo = vbt_hva(m, gpa), *hi = vbt_hva(m, VBT_GPA_LOW + VBT_CHUNK);
+	struct virtio_blk_outhdr *h = vbt_alloc(m, 16, 8);
+	uint8_t *st = vbt_alloc(m, 1, 1);
+	uint8_t ref[4096];
+	struct vbt_seg s[3];
+	uint32_t ul;
+	bool ok;
+
+	vbt_fill(ref, 4096, 11);
+	memcpy(lo, ref, 2048);
+	memcpy(hi, ref + 2048, 2048);
+	h->type = VIRTIO_BLK_T_OUT;
+	h->sector = 9000;
+	s[0] = (struct vbt_seg){ vbt_gpa(m, h), 16, false };
+	s[1] = (struct vbt_seg){ gpa, 4096, false };
+	s[2] = (struct vbt_seg){ vbt_gpa(m, st), 1, true };
+	ok = chain_io(d, s, 3, st, &ul, false) == 0 &&
+	     backend_is(ref, 4096, 9000 * 512);
+	memset(lo, 0, 2048);
+	memset(hi, 0, 2048);
+	h->type = VIRTIO_BLK_T_IN;
+	s[1].write = true;
+	ok = ok && chain_io(d, s, 3, st, &ul, false) == 0 &&
+	     (cfg.nodata || (!memcmp(lo, ref, 2048) &&
+			     !memcmp(hi, ref + 2048, 2048)));
+	tap_result(ok, "descriptor spanning two memory regions (guest-physical != user address)");
+}
+
+/* Many requests at once; they may complete out of order. */
+static void t_inflight(struct vbt_dev *d, struct vbt_mem *m, unsigned int n,
+		       unsigned int q)
+{
+	struct vbt_vq *vq = &d->vq[q];
+	struct {
+		struct virtio_blk_outhdr h;
+		uint8_t st;
+	} *r[256];
+	uint8_t *buf[256];
+	unsigned int i, done = 0, ooo = 0, bad = 0;
+	uint64_t base = 16384 + q * 4096;
+	uint16_t old = vq->avail_idx;
+	bool ok = true;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		old = vq->avail_idx;
+		for (i = 0; i < n; i++) {
+			struct vbt_seg s[3];
+			int head;
+
+			r[i] = vbt_alloc(m, sizeof(*r[i]), 16);
+			if (!pass) {
+				buf[i] = vbt_alloc(m, 4096, 4096);
+				vbt_fill(buf[i], 4096, base + i);
+			} else {
+				memset(buf[i], 0, 4096);
+			}
+			r[i]->h.type = pass ? VIRTIO_BLK_T_IN : VIRTIO_BLK_T_OUT;
+			r[i]->h.sector = base + i * 8;
+			r[i]->st = 0xff;
+			s[0] = (struct vbt_seg){ vbt_gpa(m, &r[i]->h), 16, false };
+			s[1] = (struct vbt_seg){ vbt_gpa(m, buf[i]), 4096, pass };
+			s[2] = (struct vbt_seg){ vbt_gpa(m, &r[i]->st), 1, true };
+			head = vbt_vq_add(vq, s, 3, i & 1,
+					  (void *)(uintptr_t)(i + 1));
+			if (head < 0) {
+				ok = false;
+				break;
+			}
+			vbt_vq_publish(vq, head);
+		}
+		vbt_vq_kick(vq, old);
+		for (done = 0; done < i; done++) {
+			void *c;
+
+			if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
+				break;
+			if ((uintptr_t)c != done + 1)
+				ooo++;
+			if (r[(uintptr_t)c - 1]->st)
+				bad++;
+		}
+		ok = ok && done == n && !bad;
+	}
+	for (i = 0; ok && !cfg.nodata && i < n; i++) {
+		uint8_t ref[4096];
+
+		vbt_fill(ref, 4096, base + i);
+		ok = !memcmp(ref, buf[i], 4096);
+	}
+	tap_result(ok, "queue %u: %u writes then %u reads in flight at once (%u completed out of order)",
+		   q, n, n, ooo);
+}
+
+static void t_event_idx(struct vbt_dev *d, struct vbt_mem *m)
+{
+	struct vbt_vq *vq = &d->vq[0];
+	uint64_t k0 = vq->kicks, i0 = vq->irqs;
+
+	t_inflight(d, m, 64, 0);
+	tap_result(vq->event_idx && vq->kicks - k0 <= 4 && vq->irqs > i0,
+		   "event idx: %llu kicks and %llu interrupts for 128 requests",
+		   (unsigned long long)(vq->kicks - k0),
+		   (unsigned long long)(vq->irqs - i0));
+}
+
+static void t_large(struct vbt_dev *d, struct vbt_mem *m)
+{
+	const uint32_t seg = 8192, nseg = 120, len = seg * nseg;
+	struct virtio_blk_outhdr *h = vbt_alloc(m, 16, 8);
+	uint8_t *st = vbt_alloc(m, 1, 1);
+	uint8_t *buf = vbt_alloc(m, len, 4096);
+	uint8_t *ref = malloc(len);
+	struct vbt_seg s[130];
+	unsigned int i;
+	uint32_t ul;
+	bool ok;
+
+	vbt_fill(ref, len, 12);
+	memcpy(buf, ref, len);
+	h->type = VIRTIO_BLK_T_OUT;
+	h->sector = 32768;
+	s[0] = (struct vbt_seg){ vbt_gpa(m, h), 16, false };
+	for (i = 0; i < nseg; i++)
+		s[1 + i] = (struct vbt_seg){ vbt_gpa(m, buf + i * seg), seg, false };
+	s[1 + nseg] = (struct vbt_seg){ vbt_gpa(m, st), 1, true };
+	ok = chain_io(d, s, nseg + 2, st, &ul, true) == 0 &&
+	     backend_is(ref, len, 32768ULL * 512);
+	memset(buf, 0, len);
+	h->type = VIRTIO_BLK_T_IN;
+	for (i = 0; i < nseg; i++)
+		s[1 + i].write = true;
+	ok = ok && chain_io(d, s, nseg + 2, st, &ul, true) == 0 &&
+	     ul == len + 1 && (cfg.nodata || !memcmp(buf, ref, len));
+	free(ref);
+	tap_result(ok, "960 KiB request in 120 segments (indirect)");
+}
+
+static void t_unsupp(struct vbt_dev *d)
+{
+	tap_result(vbt_rw(d, 0, 0x12345, 0, NULL, 0) == VIRTIO_BLK_S_UNSUPP &&
+		   vbt_rw(d, 0, VIRTIO_BLK_T_SCSI_CMD, 0, NULL, 0) ==
+		   VIRTIO_BLK_S_UNSUPP,
+		   "unknown request types -> UNSUPP");
+}
+
+static void t_ro(struct vbt_mem *m, bool by_fd)
+{
+	struct vbt_opts o = def_opts();
+	struct vhost_blk_config c = { .size = sizeof(c) };
+	struct vbt_dev d;
+	uint8_t *buf;
+	uint64_t f = 0;
+	bool ok;
+	int fd = -1;
+
+	if (by_fd) {
+		fd = vbt_open_backend(true);
+		o.backend_fd = fd;
+	} else {
+		o.be_flags = VHOST_BLK_BACKEND_F_RO;
+	}
+	if (open_dev(&d, m, &o)) {
+		tap_result(false, "read-only device (%s)", by_fd ? "O_RDONLY fd" : "RO flag");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	buf = vbt_alloc(m, 4096, 4096);
+	ok = !ioctl(d.fd, VHOST_GET_FEATURES, &f) &&
+	     (f & (1ULL << VIRTIO_BLK_F_RO)) &&
+	     !ioctl(d.fd, VHOST_BLK_GET_CONFIG, &c) &&
+	     (c.flags & VHOST_BLK_CONFIG_F_RO);
+	ok = ok && vbt_rw(&d, 0, VIRTIO_BLK_T_IN, 0, buf, 4096) == 0 &&
+	     vbt_rw(&d, 0, VIRTIO_BLK_T_OUT, 0, buf, 4096) == VIRTIO_BLK_S_IOERR &&
+	     dwz(&d, m, VIRTIO_BLK_T_DISCARD, 0, 8, 0) == VIRTIO_BLK_S_IOERR &&
+	     dwz(&d, m, VIRTIO_BLK_T_WRITE_ZEROES, 0, 8, 0) == VIRTIO_BLK_S_IOERR &&
+	     vbt_rw(&d, 0, VIRTIO_BLK_T_FLUSH, 0, NULL, 0) == 0;
+	tap_result(ok, "read-only device (%s): RO offered, reads OK, writes/discard/write-zeroes IOERR",
+		   by_fd ? "O_RDONLY fd" : "RO flag");
+	vbt_dev_close(&d);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void t_mq(struct vbt_mem *m, bool workers)
+{
+	struct vbt_opts o = def_opts();
+	struct vhost_blk_config c = { .size = sizeof(c) };
+	struct vbt_dev d;
+	unsigned int q;
+
+	o.nq = 4;
+	o.workers = workers;
+	vbt_mem_reset(m);
+	if (vbt_dev_open(&d, m, &o)) {
+		if (workers && (errno == ENOTTY || errno == EINVAL ||
+				errno == EFAULT)) {
+			tap_skip("no multi-worker vhost on this kernel",
+				 "4 queues on 4 vhost workers");
+			return;
+		}
+		tap_result(false, "4 queues%s: setup (%s)",
+			   workers ? " on 4 vhost workers" : "", strerror(errno));
+		return;
+	}
+	tap_result(!ioctl(d.fd, VHOST_BLK_GET_CONFIG, &c) &&
+		   c.blk.num_queues == 4, "num_queues 4 in config%s",
+		   workers ? " (per-queue workers)" : "");
+	for (q = 0; q < 4; q++)
+		t_inflight(&d, m, 32, q);
+	vbt_dev_close(&d);
+}
+
+static void t_detach(struct vbt_dev *d, struct vbt_mem *m)
+{
+	struct vhost_vring_state st = { .index = 0 };
+	uint8_t *buf = vbt_alloc(m, 4096, 4096);
+	struct vhost_blk_config c = { .size = sizeof(c) };
+	int fd;
+	bool ok;
+
+	ok = !vbt_attach(d, -1, 0, 1, NULL) &&
+	     !ioctl(d->fd, VHOST_GET_VRING_BASE, &st) &&
+	     st.num == d->vq[0].avail_idx &&
+	     !ioctl(d->fd, VHOST_BLK_GET_CONFIG, &c) && !c.flags;
+	tap_result(ok, "detach (fd -1): GET_VRING_BASE %u == avail idx %u, no backend in config",
+		   st.num, d->vq[0].avail_idx);
+	fd = vbt_open_backend(false);
+	ok = fd >= 0 && !vbt_attach(d, fd, 0, 1, SERIAL) &&
+	     vbt_rw(d, 0, VIRTIO_BLK_T_IN, 0, buf, 4096) == 0;
+	if (fd >= 0)
+		close(fd);
+	tap_result(ok, "re-attach after detach: I/O continues on the same rings");
+}
+
+static void t_stats(void)
+{
+	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
+	struct dirent *e;
+	bool found = false;
+
+	if (!dir) {
+		tap_skip("debugfs not mounted", "per-device statistics in debugfs");
+		return;
+	}
+	while ((e = readdir(dir))) {
+		char path[512], line[128];
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/debug/vhost-blk/%s/stats",
+			 e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long long v;
+
+			if (sscanf(line, "out_reqs %llu", &v) == 1 && v > 0)
+				found = true;
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	tap_result(found, "per-device statistics in debugfs count requests");
+}
+
+static void t_trace(struct vbt_dev *d, struct vbt_mem *m)
+{
+	const char *tr = "/sys/kernel/tracing";
+	char path[256], line[512];
+	uint8_t *buf = vbt_alloc(m, 4096, 4096);
+	bool sub = false, comp = false;
+	FILE *f;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/events/vhost_blk/enable", tr);
+	fd = open(path, O_WRONLY);
+	if (fd < 0) {
+		tr = "/sys/kernel/debug/tracing";
+		snprintf(path, sizeof(path), "%s/events/vhost_blk/enable", tr);
+		fd = open(path, O_WRONLY);
+	}
+	if (fd < 0) {
+		tap_skip("tracefs not mounted", "tracepoints vhost_blk_submit/complete");
+		return;
+	}
+	if (write(fd, "1", 1) != 1)
+		tap_diag("enable tracepoints failed");
+	vbt_rw(d, 0, VIRTIO_BLK_T_IN, 123, buf, 4096);
+	if (write(fd, "0", 1) != 1)
+		tap_diag("disable tracepoints failed");
+	close(fd);
+	snprintf(path, sizeof(path), "%s/trace", tr);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strstr(line, "vhost_blk_submit") && strstr(line, "sector=123"))
+			sub = true;
+		if (strstr(line, "vhost_blk_complete") && strstr(line, "sector=123") &&
+		    strstr(line, "latency_ns="))
+			comp = true;
+	}
+	if (f)
+		fclose(f);
+	tap_result(sub && comp, "tracepoints vhost_blk_submit/complete fire");
+}
+
+void vbt_functional(struct vbt_mem *m)
+{
+	struct vbt_opts o = def_opts();
+	struct vbt_dev d;
+
+	if (open_dev(&d, m, &o)) {
+		tap_result(false, "open /dev/vhost-blk and set up one queue");
+		return;
+	}
+	tap_result(true, "open /dev/vhost-blk and set up one queue");
+	t_features(&d);
+	t_config(&d);
+	t_rw(&d, m, false);
+	t_rw(&d, m, true);
+	t_read_prewritten(&d, m);
+	t_sg_uneven(&d, m);
+	t_split_header(&d, m);
+	t_shared_status(&d, m);
+	t_zero_len(&d);
+	t_flush(&d);
+	t_get_id(&d, m);
+	t_discard_wz(&d, m);
+	t_cross_region(&d, m);
+	t_inflight(&d, m, 100, 0);
+	t_event_idx(&d, m);
+	t_large(&d, m);
+	t_unsupp(&d);
+	t_detach(&d, m);
+	t_stats();
+	t_trace(&d, m);
+	vbt_dev_close(&d);
+
+	t_ro(m, false);
+	t_ro(m, true);
+	t_mq(m, false);
+	t_mq(m, true);
+}

@@ -29,5 +29,7 @@ for m in vhost_blk virtio_blk_bio; do
 	*.gz) gzip -dc "$f" >"$outdir/$m.ko" ;;
 	*) cp "$f" "$outdir/$m.ko" ;;
 	esac
-	echo "dkms-test: $m installed as $f"
+	vm=$(modinfo -F vermagic "$outdir/$m.ko")
+	case $vm in "$rel "*) ;; *) echo "dkms-test: $m vermagic '$vm' is not $rel" >&2; exit 1 ;; esac
+	echo "dkms-test: $m installed as $f ($vm)"
 done

@@ -103,7 +103,8 @@ fi
 
 img=$vmdir/base.img
 if [ ${#files[@]} -gt 0 ] || [ ${#bins[@]} -gt 0 ]; then
-	"$vmtools/mkinitramfs" --kernel "$rel" --out "$vmdir/extra.img" "${files[@]}" "${bins[@]}"
+	"$vmtools/mkinitramfs" --extras-only --kernel "$rel" --out "$vmdir/extra.img" \
+		"${files[@]}" "${bins[@]}"
 	cat "$imgdir/l2.img" "$vmdir/extra.img" >"$img"
 else
 	cp "$imgdir/l2.img" "$img"

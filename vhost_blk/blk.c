@@ -219,6 +219,36 @@ static long vhost_blk_set_backend(struct vhost_blk *blk,
 	return 0;
 }
 
+/* Drop the backend, the rings and the owner: the device is as if new. */
+static long vhost_blk_reset_owner(struct vhost_blk *blk)
+{
+	struct vhost_blk_backend_file *old = NULL;
+	struct vhost_iotlb *umem;
+	long err;
+	int i;
+
+	mutex_lock(&blk->dev.mutex);
+	err = vhost_dev_check_owner(&blk->dev);
+	if (err)
+		goto done;
+	umem = vhost_dev_reset_owner_prepare();
+	if (!umem) {
+		err = -ENOMEM;
+		goto done;
+	}
+	vhost_blk_drain(blk);
+	old = blk->be;
+	blk->be = NULL;
+	vhost_dev_stop(&blk->dev);
+	vhost_dev_reset_owner(&blk->dev, umem);
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		blk->vqs[i].throttled = false;
+done:
+	mutex_unlock(&blk->dev.mutex);
+	vhost_blk_backend_free(old);
+	return err;
+}
+
 /* Under dev.mutex. */
 static u64 vhost_blk_features(struct vhost_blk *blk)
 {
@@ -337,6 +367,8 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		if (copy_from_user(&features, featurep, sizeof(features)))
 			return -EFAULT;
 		return vhost_blk_set_features(blk, features);
+	case VHOST_RESET_OWNER:
+		return vhost_blk_reset_owner(blk);
 	default:
 		mutex_lock(&blk->dev.mutex);
 		if (vhost_blk_is_worker_ioctl(ioctl)) {

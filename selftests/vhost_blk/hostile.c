@@ -688,7 +688,32 @@ static unsigned int flood(struct vbt_dev *d, struct vbt_mem *m, unsigned int q,
 }
 
 enum inflight_case { IF_MEMTABLE, IF_MEMTABLE_EMPTY, IF_SWAP, IF_DETACH,
-		     IF_CLOSE, IF_MUNMAP, IF_BOUND };
+		     IF_RESET, IF_CLOSE, IF_MUNMAP, IF_BOUND };
+
+/* After VHOST_RESET_OWNER: owner, features, mem table, ring, backend again. */
+static bool setup_again(struct vbt_dev *d)
+{
+	struct vbt_vq *vq = &d->vq[0];
+	uint64_t f;
+	int bfd;
+	bool ok;
+
+	close(vq->kick);
+	close(vq->call);
+	close(vq->err);
+	free(vq->cookie);
+	free(vq->indir);
+	free(vq->chain_len);
+	vq->num = 0;
+	ok = !ioctl(d->fd, VHOST_SET_OWNER) &&
+	     !ioctl(d->fd, VHOST_GET_FEATURES, &f) &&
+	     !ioctl(d->fd, VHOST_SET_FEATURES, &d->features) &&
+	     !vbt_set_mem_table(d, d->mem) && !vbt_vq_setup(d, 0, QSIZE);
+	bfd = vbt_open_backend(false);
+	ok = ok && !vbt_attach(d, bfd, 0, 1, NULL);
+	close(bfd);
+	return ok;
+}
 
 static void inflight_case(struct vbt_mem *m, enum inflight_case c)
 {
@@ -697,6 +722,7 @@ static void inflight_case(struct vbt_mem *m, enum inflight_case c)
 		[IF_MEMTABLE_EMPTY] = "mem table emptied with I/O in flight",
 		[IF_SWAP] = "backend swapped with I/O in flight",
 		[IF_DETACH] = "backend detached with I/O in flight: all fetched requests retired",
+		[IF_RESET] = "RESET_OWNER with I/O in flight, then set up again",
 		[IF_CLOSE] = "fd closed with I/O in flight",
 		[IF_MUNMAP] = "guest memory unmapped with I/O in flight, then close",
 		[IF_BOUND] = "1000 requests on a 1024 ring (in-flight bound)",
@@ -767,6 +793,12 @@ static void inflight_case(struct vbt_mem *m, enum inflight_case c)
 		close(bfd);
 		break;
 	}
+	case IF_RESET:
+		ok = !ioctl(d.fd, VHOST_RESET_OWNER) && setup_again(&d) &&
+		     serves(&d, mm, 10);
+		vbt_dev_close(&d);
+		close_done = true;
+		break;
 	case IF_CLOSE:
 		vbt_dev_close(&d);
 		close_done = true;

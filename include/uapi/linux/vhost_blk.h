@@ -18,6 +18,7 @@
  *	...
  *	backend.fd = -1; ioctl(fd, VHOST_BLK_SET_BACKEND, &backend);   (drain)
  *	ioctl(fd, VHOST_GET_VRING_BASE, &state);
+ *	ioctl(fd, VHOST_RESET_OWNER);	   (optional: drain, forget everything)
  *
  * Requests are processed on a queue once a backend is attached and the
  * queue's kick eventfd is set; requests already in the ring are picked up
@@ -49,8 +50,8 @@
 /*
  * Virtio features the device offers (VHOST_GET_FEATURES).  VIRTIO_BLK_F_RO
  * is added when the attached backend is read-only.  VHOST_SET_FEATURES
- * accepts any subset; VIRTIO_F_VERSION_1 must be acked (little-endian
- * rings and headers only, no legacy layout).
+ * accepts any subset (EOPNOTSUPP for other bits); drivers are expected to
+ * ack VIRTIO_F_VERSION_1 (virtio 1.0 little-endian layout).
  */
 #define VHOST_BLK_FEATURES					\
 	((1ULL << VIRTIO_BLK_F_SEG_MAX) |			\
@@ -165,8 +166,9 @@ struct vhost_blk_config {
 
 /*
  * Attach/replace (fd >= 0) or detach and drain (fd == -1) the backend.
- * Errors: EBADF bad fd, EINVAL bad field/flags or unsupported file type,
- * EPERM not the owner, EFBIG backend larger than the virtio limit.
+ * Errors: EBADF bad fd, EINVAL bad field/flags or unsupported file type
+ * (neither regular file nor block device, or not readable), E2BIG unknown
+ * non-zero trailing bytes of a larger struct, EPERM not the owner.
  */
 #define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0x90, struct vhost_blk_backend)
 /* Read the config the device presents. */

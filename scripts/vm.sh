@@ -69,13 +69,14 @@ done
 
 # L3 image: the guest side (virtio_blk_bio + tests).
 warnko=$BUILD/k/$rel/warn_on/harness_warn.ko
-l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$vmtools" "$warnko")
+l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" "$warnko")
 if [ "$(cat "$imgdir/l3.key" 2>/dev/null)" != "$l3key" ]; then
 	echo "vm.sh: building L3 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}"; do bargs+=(--bin "$b"); done
 	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l3.img" --modules "$l3_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" \
-		--file "$TOP/selftests:/src/selftests" --file "$warnko:/root/harness_warn.ko"
+		--file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
+		--file "$warnko:/root/harness_warn.ko"
 	echo "$l3key" >"$imgdir/l3.key"
 fi
 
@@ -85,7 +86,7 @@ for f in /usr/share/seabios/bios-256k.bin /usr/share/qemu/linuxboot_dma.bin \
 	 /usr/share/qemu/kvmvapic.bin /usr/share/qemu/pvh.bin /usr/share/qemu/multiboot_dma.bin; do
 	[ -f "$f" ] && fw+=(--file "$f:$f")
 done
-l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$vmtools" \
+l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" \
 	"$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" \
 	"$warnko")
 if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
@@ -95,7 +96,7 @@ if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	xtra=(--file "$warnko:/root/harness_warn.ko")
 	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l2.img" --modules "$l2_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \
-		--file "$TOP/selftests:/src/selftests" \
+		--file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
 		--file "$vmtools/vmrun:/usr/bin/vmrun" --file "$vmtools/l3run:/usr/bin/l3run" \
 		--file "/boot/vmlinuz-$rel:/l3/vmlinuz" --file "$imgdir/l3.img:/l3/initrd.img"
 	echo "$l2key" >"$imgdir/l2.key"

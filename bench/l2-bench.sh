@@ -1,0 +1,147 @@
+#!/bin/bash
+# l2-bench.sh: runs inside the L2 VM (scripts/bench.sh boots it). Every row of the
+# benchmark, on the same backing device, in this one boot:
+#   native          fio in L2 on the device itself (the limit)
+#   qemu-threads    L3 guest, QEMU virtio-blk aio=threads, stock virtio_blk
+#   qemu-native     ... aio=native + iothread, stock virtio_blk
+#   qemu-io_uring   ... aio=io_uring + iothread, stock virtio_blk
+#   vbb-mq-qemu     ... aio=native + iothread, virtio_blk_bio use_bio=0 (vs stock)
+#   qsd             qemu-storage-daemon vhost-user-blk export, stock virtio_blk
+#   vhost-blk-mq    vhost-blk-bridge + /dev/vhost-blk, virtio_blk_bio use_bio=0
+#   vhost-blk-bio   vhost-blk-bridge + /dev/vhost-blk, virtio_blk_bio use_bio=1
+#   selftest-load   host only: vhost_blk_test's load mode on /dev/vhost-blk
+# Backing devices (BACKENDS): nullb (null_blk, irqmode=0) and file (a file on ext4
+# on a brd RAM disk; a shorter workload list). Results are printed as fio JSON
+# blocks (bench/workloads.sh) plus @@CPU lines: L2 CPU time per workload.
+export QUICK=${QUICK:-0} REPS=${REPS:-3}
+BACKENDS=${BACKENDS:-nullb file}
+ROWS=${ROWS:-native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load}
+here=/src/bench
+l3mem=1G
+queues=2
+
+busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+note() { echo "# $*"; }
+
+modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 submit_queues=$queues \
+	hw_queue_depth=256 gb=4 || exit 1
+modprobe vhost_blk || note "vhost_blk did not load"
+modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null
+
+# Measure L2's CPU between the START and JSON markers an L3 guest prints.
+watch_cpu() { # l3run-output-file
+	local f=$1 seen=0 n b0=0 line
+	while [ ! -f /tmp/watch.stop ]; do
+		if [ -f "$f" ]; then
+			n=$(grep -c '^@@\(START\|JSON\) ' "$f")
+			if [ "$n" -gt "$seen" ]; then
+				grep '^@@\(START\|JSON\) ' "$f" | tr -d '\r' | sed -n "$((seen + 1)),${n}p" |
+				while read -r line; do
+					case $line in
+					@@START*) busy >/tmp/watch.b0 ;;
+					@@JSON*) set -- ${line//@@/}
+						echo "@@CPU $2 $3 $4 $(($(busy) - $(cat /tmp/watch.b0)))@@" ;;
+					esac
+				done
+				seen=$n
+			fi
+		fi
+		sleep 0.2
+	done
+}
+
+l3_row() { # row driver-setup QEMU_ARGS...
+	local row=$1 setup=$2; shift 2
+	local n=0 f=/tmp/l3-${row//\//-}
+	while [ -e /tmp/l3run.$n ]; do n=$((n + 1)); done
+	cat >$f.sh <<X
+modprobe virtio_pci 2>/dev/null
+$setup || exit 1
+for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
+[ -b /dev/vda ] || { echo "@@FAIL $row - no /dev/vda in L3@@"; exit 1; }
+echo none >/sys/block/vda/queue/scheduler 2>/dev/null
+QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $row
+X
+	rm -f /tmp/watch.stop
+	watch_cpu /tmp/l3run.$n/output.log &
+	local wpid=$!
+	l3run -t 1800 -m $l3mem -c $queues $f.sh "$@" >$f.out 2>&1
+	local rc=$?
+	touch /tmp/watch.stop
+	wait $wpid
+	cat $f.out
+	[ $rc = 0 ] || echo "@@FAIL $row - l3run exit $rc@@"
+}
+
+wait_sock() { for i in $(seq 1 100); do [ -S "$1" ] && return 0; sleep 0.1; done; return 1; }
+
+memdev="-object memory-backend-memfd,id=mem,size=$l3mem,share=on -numa node,memdev=mem"
+
+for backend in $BACKENDS; do
+	case $backend in
+	nullb) dev=/dev/nullb0; wlq=$QUICK ;;
+	file)
+		modprobe brd rd_nr=1 rd_size=$((1200 * 1024)) || continue
+		mkfs.ext4 -q -F /dev/ram0 && mkdir -p /mnt/bench && mount /dev/ram0 /mnt/bench || continue
+		fallocate -l 1G /mnt/bench/disk.img || continue
+		dev=/mnt/bench/disk.img; wlq=1 ;;
+	*) note "unknown backend $backend"; continue ;;
+	esac
+	note "backend $backend: $dev"
+	fmt=raw drv=host_device
+	[ -f "$dev" ] && drv=file
+	for row in $ROWS; do
+		r=$backend/$row
+		note "row $r"
+		case $row in
+		native)
+			QUICK=$wlq MEASURE_CPU=1 $here/workloads.sh "$dev" "$r" ;;
+		qemu-threads|qemu-native|qemu-io_uring|vbb-mq-qemu)
+			aio=${row#qemu-}; io=(); dopt=
+			[ $row = vbb-mq-qemu ] && aio=native
+			if [ $aio != threads ]; then io=(-object iothread,id=io0); dopt=,iothread=io0; fi
+			setup="modprobe virtio_blk"
+			[ $row = vbb-mq-qemu ] && setup="modprobe virtio_blk_bio use_bio=0"
+			QUICK=$wlq l3_row "$r" "$setup" "${io[@]}" \
+				-drive file=$dev,if=none,id=d0,format=$fmt,cache=none,aio=$aio \
+				-device virtio-blk-pci,drive=d0,num-queues=$queues$dopt ;;
+		qsd)
+			rm -f /tmp/qsd.sock
+			qemu-storage-daemon --blockdev driver=$drv,filename=$dev,node-name=disk,cache.direct=on,aio=native \
+				--export type=vhost-user-blk,id=exp,node-name=disk,addr.type=unix,addr.path=/tmp/qsd.sock,num-queues=$queues,writable=on \
+				>/tmp/qsd.log 2>&1 &
+			qpid=$!
+			if wait_sock /tmp/qsd.sock; then
+				QUICK=$wlq l3_row "$r" "modprobe virtio_blk" $memdev \
+					-chardev socket,id=c0,path=/tmp/qsd.sock \
+					-device vhost-user-blk-pci,chardev=c0,num-queues=$queues
+			else
+				echo "@@FAIL $r - qemu-storage-daemon did not start: $(tail -n 2 /tmp/qsd.log)@@"
+			fi
+			kill $qpid; wait $qpid 2>/dev/null ;;
+		vhost-blk-mq|vhost-blk-bio)
+			if ! command -v vhost-blk-bridge >/dev/null || [ ! -c /dev/vhost-blk ]; then
+				echo "@@FAIL $r - vhost-blk-bridge or /dev/vhost-blk missing@@"; continue
+			fi
+			ub=0; [ $row = vhost-blk-bio ] && ub=1
+			rm -f /tmp/vb.sock
+			vhost-blk-bridge --socket /tmp/vb.sock --backend "$dev" --queues $queues >/tmp/bridge.log 2>&1 &
+			bpid=$!
+			if wait_sock /tmp/vb.sock; then
+				QUICK=$wlq l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub" $memdev \
+					-chardev socket,id=c0,path=/tmp/vb.sock \
+					-device vhost-user-blk-pci,chardev=c0,num-queues=$queues
+			else
+				echo "@@FAIL $r - vhost-blk-bridge did not start: $(tail -n 2 /tmp/bridge.log)@@"
+			fi
+			kill $bpid; wait $bpid 2>/dev/null ;;
+		selftest-load)
+			if [ -x $here/selftest-load.sh ]; then
+				QUICK=$wlq $here/selftest-load.sh "$dev" "$r"
+			else
+				echo "@@FAIL $r - no selftest load mode yet@@"
+			fi ;;
+		esac
+	done
+	if [ $backend = file ]; then umount /mnt/bench; rmmod brd; fi
+done

@@ -1,0 +1,151 @@
+#!/bin/bash
+# bench-report.sh RESULTS_DIR: summary.tsv, table.md (median of the repetitions,
+# spread, ratios), targets.md and bar charts (gnuplot, SVG and PNG) from fio's JSON.
+set -euo pipefail
+cd "$1"
+res=$(pwd)
+
+# One line per run: backend row workload rep iops bw_kib lat_mean_us p99_us ios
+: >runs.tsv
+for f in json/*.json; do
+	[ -s "$f" ] || continue
+	base=$(basename "$f" .json)
+	backend=${base%%_*}; rest=${base#*_}; row=${rest%%__*}; rest=${rest#*__}
+	wl=${rest%%__*}; rep=${rest##*__}
+	jq -r --arg b "$backend" --arg r "$row" --arg w "$wl" --arg n "$rep" '
+		.jobs[0] as $j
+		| ([$j.read, $j.write] | map(select(.total_ios > 0))) as $d
+		| if ($d | length) == 0 then empty else
+		  [$b, $r, $w, $n,
+		   ($d | map(.iops) | add),
+		   ($d | map(.bw) | add),
+		   (($d | map(.lat_ns.mean * .total_ios) | add) / ($d | map(.total_ios) | add) / 1000),
+		   ($d | map(.clat_ns.percentile["99.000000"] // 0) | max / 1000),
+		   ($d | map(.total_ios) | add)] | @tsv end' "$f" >>runs.tsv
+done
+
+# CPU: "CPU backend/row workload rep jiffies" (USER_HZ = 100) -> us per I/O.
+awk -F'\t' -v OFS='\t' -v cpufile=cpu.txt '
+	BEGIN { while ((getline l < cpufile) > 0) { split(l, f, " "); split(f[2], a, "/")
+		cpu[a[1] "|" a[2] "|" f[3] "|" f[4]] = f[5] } }
+	{ k = $1 "|" $2 "|" $3 "|" $4
+	  c = "-"
+	  if ((k in cpu) && $9 > 0) c = sprintf("%.1f", cpu[k] * 10000 / $9)
+	  print $0, c }' runs.tsv >runs-cpu.tsv
+
+# Median and spread per backend/row/workload.
+sort -t$'\t' -k1,1 -k3,3 -k2,2 -k5,5g runs-cpu.tsv | awk -F'\t' -v OFS='\t' '
+	function flush() {
+		if (n == 0) return
+		m = int((n + 1) / 2)
+		print key[1], key[2], key[3], n, iops[m], iops[1], iops[n], bw[m], lat[m], p99[m], cpu[m]
+	}
+	{ k = $1 FS $2 FS $3
+	  if (k != prev) { flush(); n = 0; prev = k; split(k, key, FS) }
+	  n++; iops[n] = $5; bw[n] = $6; lat[n] = $7; p99[n] = $8; cpu[n] = $10 }
+	END { flush() }' >summary.tsv
+
+rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load"
+{
+	echo "# Benchmark results: $(basename "$res")"
+	echo
+	echo "Median of the repetitions; spread = (max - min) / median of IOPS."
+	echo "Ratios are of median IOPS, to L2 native and to QEMU aio=native, same backend and workload."
+	echo "CPU = L2 (host) CPU time per I/O, whole VM, in microseconds."
+	for backend in $(cut -f1 summary.tsv | sort -u); do
+		for wl in $(awk -F'\t' -v b="$backend" '$1 == b {print $3}' summary.tsv | sort -u); do
+			echo
+			echo "## $backend: $wl"
+			echo
+			echo "| row | IOPS | spread | MB/s | mean lat us | p99 lat us | CPU us/IO | x native | x aio=native |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+			nat=$(awk -F'\t' -v b="$backend" -v w="$wl" '$1 == b && $3 == w && $2 == "native" {print $5}' summary.tsv)
+			qn=$(awk -F'\t' -v b="$backend" -v w="$wl" '$1 == b && $3 == w && $2 == "qemu-native" {print $5}' summary.tsv)
+			for row in $rows_order; do
+				awk -F'\t' -v b="$backend" -v w="$wl" -v r="$row" -v nat="${nat:-0}" -v qn="${qn:-0}" '
+					$1 == b && $3 == w && $2 == r {
+						sp = 0; xn = "-"; xq = "-"
+						if ($5 > 0) sp = ($7 - $6) * 100 / $5
+						if (nat > 0) xn = sprintf("%.2f", $5 / nat)
+						if (qn > 0) xq = sprintf("%.2f", $5 / qn)
+						printf "| %s | %.0f | %.0f%% | %.1f | %.0f | %.0f | %s | %s | %s |\n", r, $5, sp,
+							$8 / 1024, $9, $10, $11, xn, xq }' summary.tsv
+			done
+		done
+	done
+	if [ -s failures.txt ]; then
+		echo
+		echo "## Rows that did not run"
+		echo
+		sed 's/^FAIL /- /' failures.txt
+	fi
+} >table.md
+
+# Targets of the project, each met or not, with the numbers.
+val() { awk -F'\t' -v b="$1" -v r="$2" -v w="$3" '$1 == b && $2 == r && $3 == w {print $5}' summary.tsv; }
+target() { # description numerator denominator threshold
+	local d=$1 a=$2 b=$3 t=$4
+	if [ -z "$a" ] || [ -z "$b" ]; then echo "- $d: not measured"; return; fi
+	awk -v d="$d" -v a="$a" -v b="$b" -v t="$t" 'BEGIN {
+		r = 0; v = "NOT MET"
+		if (b > 0) r = a / b
+		if (r >= t) v = "MET"
+		printf "- %s: %.2fx (%.0f / %.0f IOPS), target %.2fx: %s\n", d, r, a, b, t, v }'
+}
+{
+	echo "# Targets ($(basename "$res"), backend nullb)"
+	for rw in randread randwrite; do
+		w=4k-$rw-qd32
+		for v in vhost-blk-mq vhost-blk-bio; do
+			target "$v vs QEMU aio=native, $w" "$(val nullb $v $w)" "$(val nullb qemu-native $w)" 1.6
+			target "$v vs qemu-storage-daemon, $w" "$(val nullb $v $w)" "$(val nullb qsd $w)" 1.4
+		done
+		target "selftest load vs fio native, $w" "$(val nullb selftest-load $w)" "$(val nullb native $w)" 0.8
+	done
+	for w in 4k-randread-qd16-j8 4k-randwrite-qd16-j8 aio-stress-8k-randread-t64 aio-stress-8k-randwrite-t64; do
+		target "guest bio vs request path (vhost-blk), $w" "$(val nullb vhost-blk-bio $w)" "$(val nullb vhost-blk-mq $w)" 1.0
+	done
+	for w in 16k-write-qd74 aio-stress-8k-write-t64 aio-stress-8k-read-t64; do
+		target "guest bio vs request path (vhost-blk), sequential $w" "$(val nullb vhost-blk-bio $w)" "$(val nullb vhost-blk-mq $w)" 0.97
+	done
+	for w in 4k-randread-qd32 4k-randwrite-qd32; do
+		target "virtio_blk_bio request path vs stock virtio_blk (aio=native), $w" "$(val nullb vbb-mq-qemu $w)" "$(val nullb qemu-native $w)" 1.0
+	done
+} | grep -v ': not measured$' >targets.md || true
+
+# Bar charts: one per backend, workloads on x, a bar per row (median IOPS).
+for backend in $(cut -f1 summary.tsv | sort -u); do
+	present=$(for r in $rows_order; do awk -F'\t' -v b="$backend" -v r="$r" '$1 == b && $2 == r {print r; exit}' summary.tsv; done)
+	{
+		printf 'workload'; for r in $present; do printf '\t%s' "$r"; done; echo
+		for wl in $(awk -F'\t' -v b="$backend" '$1 == b {print $3}' summary.tsv | sort -u); do
+			printf '%s' "$wl"
+			for r in $present; do
+				v=$(awk -F'\t' -v b="$backend" -v w="$wl" -v r="$r" '$1 == b && $3 == w && $2 == r {print $5}' summary.tsv)
+				printf '\t%s' "${v:-0}"
+			done
+			echo
+		done
+	} >"chart-$backend.dat"
+	ncol=$(($(echo "$present" | wc -w) + 1))
+	for term in svg png; do
+		case $term in
+		svg) t="set terminal svg size 1400,650 dynamic background '#ffffff'" ;;
+		png) t="set terminal png size 1400,650" ;;
+		esac
+		gnuplot <<GP
+$t
+set output 'iops-$backend.$term'
+set title "Median IOPS by workload, backend $backend ($(basename "$res"))"
+set style data histogram
+set style histogram cluster gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set key outside right top
+set xtics rotate by -35 font ",9"
+set ylabel "IOPS"
+set grid ytics
+plot for [i=2:$ncol] 'chart-$backend.dat' using i:xtic(1) title columnheader(i)
+GP
+	done
+done

@@ -402,13 +402,17 @@ static int vbb_queue_first(struct vbb_dev *vb, struct vbb_breq *br,
 			   bool nowait)
 {
 	struct vbb_vq *q = &vb->vqs[vb->cpu_vq[raw_smp_processor_id()]];
-	bool plugged = vbb_plugged(vb);
 	unsigned long flags;
 	DEFINE_WAIT(wait);
-	bool kick;
+	bool kick, plugged;
 	int err;
 
 	for (;;) {
+		/*
+		 * Asked on every try: sleeping below flushes the plug, and
+		 * with it the callback that would have kicked for us.
+		 */
+		plugged = br->stage != VBB_STAGE_GET_ID && vbb_plugged(vb);
 		err = -ENOSPC;
 		spin_lock_irqsave(&q->lock, flags);
 		if (!q->deferred_head) {

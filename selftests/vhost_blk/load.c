@@ -16,7 +16,8 @@
  * Prints one line:
  *   load: rw=.. bs=.. qd=.. queues=.. seconds=.. ios=.. iops=.. mib_s=..
  *         lat_us avg=.. p50=.. p90=.. p99=.. p999=.. max=.. errors=..
- *         kicks=.. irqs=..
+ *         kicks=.. irqs=.. irq_timeouts=.. missed_irqs=..
+ * (missed_irqs: completions found after waiting 1 s for an interrupt)
  * and a TAP line (ok when no request failed).
  */
 #define _GNU_SOURCE
@@ -53,6 +54,7 @@ int vbt_load(struct vbt_mem *m, int argc, char **argv)
 	bool workers = false, seq, rnd_mix;
 	uint64_t span = cfg.size, seq_off = 0, s = 12345;
 	uint64_t ios = 0, errors = 0, sum_ns = 0, max_ns = 0, end, t0;
+	uint64_t timeouts = 0, missed = 0;
 	uint32_t *lat;
 	size_t nlat = 0;
 	struct vbt_opts o = { .backend_fd = -2, .serial = "load" };
@@ -222,10 +224,18 @@ int vbt_load(struct vbt_mem *m, int argc, char **argv)
 				    read(pfd[q].fd, &v, sizeof(v)) == sizeof(v))
 					d.vq[q].irqs++;
 			}
-		} else if (vbt_now_ns() > end + 10000000000ULL) {
-			fprintf(stderr, "load: requests stuck\n");
-			errors++;
-			break;
+		} else {
+			/* No interrupt for 1 s: was one missed? */
+			timeouts++;
+			for (q = 0; q < nq; q++)
+				if (*(volatile uint16_t *)&d.vq[q].used->idx !=
+				    d.vq[q].last_used)
+					missed++;
+			if (vbt_now_ns() > end + 10000000000ULL) {
+				fprintf(stderr, "load: requests stuck\n");
+				errors++;
+				break;
+			}
 		}
 	}
 	el = (vbt_now_ns() - t0) / 1e9;
@@ -239,19 +249,21 @@ int vbt_load(struct vbt_mem *m, int argc, char **argv)
 		}
 #define PCT(p) (nlat ? lat[(size_t)((nlat - 1) * (p))] / 1000.0 : 0.0)
 		printf("load: rw=%s bs=%u qd=%u queues=%u seconds=%.2f ios=%llu iops=%.0f mib_s=%.1f "
-		       "lat_us avg=%.1f p50=%.1f p90=%.1f p99=%.1f p999=%.1f max=%.1f errors=%llu kicks=%llu irqs=%llu\n",
+		       "lat_us avg=%.1f p50=%.1f p90=%.1f p99=%.1f p999=%.1f max=%.1f errors=%llu kicks=%llu irqs=%llu "
+		       "irq_timeouts=%llu missed_irqs=%llu\n",
 		       rw, bs, qd, nq, el, (unsigned long long)ios, ios / el,
 		       ios * (double)bs / el / (1 << 20),
 		       ios ? sum_ns / 1000.0 / ios : 0.0, PCT(0.50), PCT(0.90),
 		       PCT(0.99), PCT(0.999), max_ns / 1000.0,
 		       (unsigned long long)errors, (unsigned long long)kicks,
-		       (unsigned long long)irqs);
+		       (unsigned long long)irqs, (unsigned long long)timeouts,
+		       (unsigned long long)missed);
 #undef PCT
 	}
 	vbt_dev_close(&d);
 	free(reqs);
 	free(lat);
-	tap_result(!errors && ios > 0, "load: %s bs=%u qd=%u queues=%u: %.0f IOPS",
+	tap_result(!errors && !missed && ios > 0, "load: %s bs=%u qd=%u queues=%u: %.0f IOPS",
 		   rw, bs, qd, nq, ios / el);
 	return tap_done();
 }

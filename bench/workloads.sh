@@ -11,7 +11,7 @@ if [ "${QUICK:-0}" = 1 ]; then
 	export RUNTIME=${RUNTIME:-2}
 	wls="4k-rand:randread:32:1 4k-rand:randwrite:32:1 4k-rand:randread:16:8 16k-qd74:write"
 else
-	export RUNTIME=${RUNTIME:-5}
+	export RUNTIME=${RUNTIME:-4}
 	wls="4k-rand:randread:1:1 4k-rand:randwrite:1:1 4k-rand:randread:32:1 4k-rand:randwrite:32:1
 	     4k-rand:randread:128:1 4k-rand:randwrite:128:1 4k-rand:randread:16:8 4k-rand:randwrite:16:8
 	     16k-qd74:randwrite 16k-qd74:write

@@ -1,0 +1,207 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# End to end, in L2: vhost_blk.ko + vhost-blk-bridge on a brd disk, stock
+# QEMU's vhost-user-blk-pci, an L3 guest with virtio_blk_bio (guest half:
+# selftests/e2e/guest.sh).
+#  0. protocol: raw vhost-user messages, good and malformed;
+#  1. L3 boot: both guest paths: fio verify=crc32c (mixed random writes, 2
+#     queues), mkfs + fsync'ed file workload + fsck; a marker file for boot
+#     2; then fio running: the bridge's CPU time stays ~0 and it holds no
+#     eventfd (no datapath in userspace); QEMU killed with -9: the bridge
+#     survives, vhost_blk unloads and reloads;
+#  2. L3 boot: a new QEMU on the same bridge (guest "reboot", after the
+#     kill): new handshake, marker intact, fsck clean; fio running, the bridge
+#     killed with -9: /dev/vhost-blk is released (vhost_blk unloads while
+#     QEMU lives).
+set -u
+E2E=${E2E_DIR:-/src/selftests/e2e}
+SOCK=/tmp/e2e-vb.sock
+BLOG=/tmp/e2e-bridge.log
+DISK=/dev/ram0
+fail=0
+ok() { echo "ok - $*"; }
+nok() { echo "not ok - $*"; fail=1; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+
+QARGS=(-object memory-backend-memfd,id=mem,size=1G,share=on -numa node,memdev=mem
+       -chardev socket,id=c0,path=$SOCK
+       -device vhost-user-blk-pci,chardev=c0,num-queues=2)
+
+guest_script() {
+	# l3run takes no script arguments: one small script per call.
+	local f=/tmp/e2e-guest-$(echo "$*" | tr ' ' '-').sh
+	printf '#!/bin/sh\nexec bash %s/guest.sh %s\n' "$E2E" "$*" >"$f"
+	echo "$f"
+}
+
+bridge_pid=
+start_bridge() {
+	vhost-blk-bridge --socket $SOCK --backend $DISK --queues 2 \
+		--serial e2e-disk -v >>$BLOG 2>&1 &
+	bridge_pid=$!
+	for _ in $(seq 50); do
+		[ -S $SOCK ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# utime + stime of the bridge's main thread, in clock ticks.  (On 6.12 the
+# vhost worker is a thread of the bridge process: it is the in-kernel
+# datapath and is not counted here.)
+bridge_ticks() {
+	awk '{ print $14 + $15 }' /proc/$bridge_pid/task/$bridge_pid/stat
+}
+
+bridge_eventfds() {
+	ls -l /proc/$bridge_pid/fd 2>/dev/null | grep -c eventfd
+}
+
+sessions_ended() {
+	grep -c "session ended" $BLOG
+}
+
+wait_sessions() {
+	local want=$1 end=$(($(date +%s) + 20))
+	while [ "$(date +%s)" -le $end ]; do
+		[ "$(sessions_ended)" -ge "$want" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+kill_qemu() {
+	local p
+	p=$(pidof qemu-system-x86_64) && kill -9 $p
+}
+
+# Pass on the sub-check lines of a background L3 run.
+forward() {
+	grep -E '^(not )?ok - ' "$1"
+	grep -q '^not ok - ' "$1" && fail=1
+	return 0
+}
+
+l3_bg_pid=
+# Start an L3 in the background, wait until fio runs in it.
+start_long_guest() {
+	local out=$1 end=$(($(date +%s) + 1200))
+	shift
+	: >"$out"
+	l3run -t 600 "$(guest_script "$@")" "${QARGS[@]}" >"$out" 2>&1 &
+	l3_bg_pid=$!
+	while [ "$(date +%s)" -le $end ]; do
+		if grep -q FIO-RUNNING "$out"; then
+			sleep 5
+			return 0
+		fi
+		kill -0 $l3_bg_pid 2>/dev/null || break
+		sleep 0.5
+	done
+	sed 's/^/# L3: /' "$out"
+	diag
+	return 1
+}
+
+diag() {
+	echo "# bridge state: $(cat /proc/$bridge_pid/wchan 2>/dev/null)"
+	sed 's/^/# bridge stack: /' /proc/$bridge_pid/stack 2>/dev/null
+	for t in /proc/$bridge_pid/task/*; do
+		echo "# task ${t##*/}: $(cat $t/comm) $(cat $t/wchan 2>/dev/null)"
+	done
+}
+
+# ---- setup ---------------------------------------------------------------
+modprobe vhost_blk || { nok "modprobe vhost_blk"; exit 1; }
+modprobe brd rd_nr=1 rd_size=$((256 * 1024)) || { nok "modprobe brd"; exit 1; }
+: >$BLOG
+check "bridge: nonzero exit for a missing backend" \
+	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /nonexistent 2>/dev/null'
+check "bridge: nonzero exit for bad arguments" \
+	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --queues 99 2>/dev/null'
+check "bridge: nonzero exit for a missing device node" \
+	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --vhost-dev /dev/nonexistent 2>/dev/null'
+check "bridge starts on $DISK" start_bridge || { cat $BLOG; exit 1; }
+
+# ---- 0. protocol: replies, malformed messages end only their session ------
+u32() {
+	printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $((($1 >> 8) & 255)) \
+		$((($1 >> 16) & 255)) $((($1 >> 24) & 255)))"
+}
+u64() { u32 $(($1 & 0xffffffff)); u32 $(($1 >> 32)); }
+msg() { u32 "$1"; u32 1; u32 "$2"; }	# request, payload size (version 1)
+vu() { socat -t 2 - UNIX-CONNECT:$SOCK 2>/dev/null | od -An -tx1 | tr -s ' \n' ' '; }
+
+# GET_FEATURES: reply = request 1, flags 0x5 (reply, version 1), 8 bytes.
+reply=$(msg 1 0 | vu)
+check "GET_FEATURES answered (${reply:0:40})" \
+	test "${reply:0:36}" = " 01 00 00 00 05 00 00 00 08 00 00 00"
+# GET_QUEUE_NUM = 2
+reply=$(msg 17 0 | vu)
+check "GET_QUEUE_NUM answers 2" test "${reply:36:24}" = " 02 00 00 00 00 00 00 00"
+base=$(sessions_ended)
+{ msg 99 0; } | vu >/dev/null
+{ msg 2 4; u32 0; } | vu >/dev/null
+{ msg 8 8; u32 5; u32 256; } | vu >/dev/null
+{ msg 8 8; u32 0; u32 256; msg 9 40; u32 0; u32 0; u64 0x1000; u64 0x2000; u64 0x3000; u64 0; } | vu >/dev/null
+{ printf 'xyz'; } | vu >/dev/null
+check "malformed messages end their sessions" wait_sessions $((base + 5))
+check "  unknown request logged" grep -q "unknown request 99" $BLOG
+check "  wrong payload size logged" grep -q "malformed SET_FEATURES" $BLOG
+check "  ring index out of range logged" grep -q "malformed SET_VRING_NUM: ring 5" $BLOG
+check "  ring address outside guest memory logged" grep -q "ring outside guest memory" $BLOG
+check "  short header logged" grep -q "short header" $BLOG
+check "bridge keeps listening after malformed sessions" kill -0 $bridge_pid
+
+# ---- 1. data paths, bridge idle under load, QEMU killed with -9 ------------
+base=$(sessions_ended)
+t0=$(bridge_ticks)
+if start_long_guest /tmp/e2e-run1.out data long 0; then
+	forward /tmp/e2e-run1.out
+	t1=$(bridge_ticks)
+	echo "# bridge main thread CPU, session setup + data checks: $((t1 - t0)) ticks"
+	check "rings stopped and restarted across guest driver reloads" \
+		test "$(grep -c 'rings started' $BLOG)" -ge 3
+	t0=$(bridge_ticks)
+	sleep 5
+	t1=$(bridge_ticks)
+	echo "# bridge main thread CPU during 5 s of guest fio: $((t1 - t0)) ticks"
+	check "bridge does no datapath work: CPU $((t1 - t0)) ticks <= 2 in 5 s of fio" \
+		test $((t1 - t0)) -le 2
+	check "bridge holds no kick/call eventfd ($(bridge_eventfds))" \
+		test "$(bridge_eventfds)" = 0
+	kill_qemu
+	wait $l3_bg_pid 2>/dev/null
+	check "bridge ends the session when QEMU is killed -9" wait_sessions $((base + 1))
+	check "bridge survives QEMU kill -9" kill -0 $bridge_pid
+	check "vhost_blk unloads after the QEMU kill (bridge idle)" rmmod vhost_blk
+	check "vhost_blk loads again" modprobe vhost_blk
+else
+	forward /tmp/e2e-run1.out
+	nok "L3 data checks, then fio running (use_bio=0)"
+	kill_qemu
+fi
+
+# ---- 2. new QEMU on the same bridge; bridge killed with -9 -----------------
+if start_long_guest /tmp/e2e-long2.out check long 1; then
+	forward /tmp/e2e-long2.out
+	ok "fio running in L3 after a new handshake (use_bio=1)"
+	kill -9 $bridge_pid
+	wait $bridge_pid 2>/dev/null
+	sleep 1
+	check "vhost_blk unloads after the bridge is killed -9 (device released)" \
+		rmmod vhost_blk
+	kill_qemu
+	wait $l3_bg_pid 2>/dev/null
+else
+	forward /tmp/e2e-long2.out
+	nok "fio running in L3 after a new handshake (use_bio=1)"
+	kill -9 $bridge_pid 2>/dev/null
+	kill_qemu
+fi
+
+if [ $fail != 0 ]; then
+	echo "# ---- bridge log ----"
+	grep -v 'region [0-9]' $BLOG | sed 's/^/# /'
+fi
+exit $fail

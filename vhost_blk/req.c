@@ -398,7 +398,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	struct vhost_blk_req *req = NULL;
 	unsigned int out, in;
 	struct blk_plug plug;
-	int total = 0;
+	size_t total = 0;
 	int reqs = 0;
 	int head;
 
@@ -454,7 +454,8 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		total += iov_length(req->iov, out + in);
 		vhost_blk_start(req, out, in);
 		req = NULL;
-		if (unlikely(vhost_exceeds_weight(vq, ++reqs, total)))
+		if (unlikely(vhost_exceeds_weight(vq, ++reqs,
+						  min_t(size_t, total, INT_MAX))))
 			break;
 	}
 	blk_finish_plug(&plug);

@@ -23,6 +23,7 @@ grep -q " /sys/kernel/tracing " /proc/mounts || mount -t tracefs none /sys/kerne
 run tmpfs --file /tmp/vbt.img --size 64
 rm -f /tmp/vbt.img
 
+rmmod brd 2>/dev/null  # our own size, whatever ran before
 modprobe brd rd_nr=1 rd_size=131072 || echo "# brd unavailable"
 if [ -b /dev/ram0 ]; then
 	mkfs.ext4 -q -F /dev/ram0 && mkdir -p /mnt/vbt && mount /dev/ram0 /mnt/vbt &&

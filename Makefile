@@ -16,7 +16,7 @@ TOOLS := tools/vhost-blk-bridge/vhost-blk-bridge selftests/vhost_blk/vhost_blk_t
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all modules tools clean deps check bench help sparse install uninstall
+.PHONY: all modules tools clean deps check demo bench help sparse install uninstall
 
 all: modules tools
 
@@ -66,6 +66,10 @@ deps:
 check:
 	scripts/check.sh $(KERNELS)
 
+# The main job on an embedded default: L2 host + bridge + L3 guest, a short fio table.
+demo:
+	scripts/demo.sh $(if $(KERNEL),--kernel $(KERNEL))
+
 # KERNELS=6.12 (default) QUICK=1 REPS=3 ROWS="..." BACKENDS="nullb file"
 bench:
 	KERNELS="$(or $(KERNELS),6.12)" QUICK="$(QUICK)" scripts/bench.sh
@@ -80,6 +84,7 @@ help:
 	@echo '  uninstall       remove what install put in place'
 	@echo '  deps            install build/test dependencies (root, Debian 12)'
 	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12")'
+	@echo '  demo            vhost_blk under stock QEMU end to end, fio table (KERNEL=6.1|6.12)'
 	@echo '  bench           benchmark tables + plots in results/<date>-<kernel>/ (QUICK=1: ~10 min)'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" PREFIX=/usr/local'

@@ -1,0 +1,145 @@
+#!/bin/bash
+# virtio_blk_bio, both submission paths, in one L3 guest with QEMU's virtio-blk
+# devices: data integrity (fio verify=crc32c, ext4), plug batching, discard and
+# write zeroes, read-only, I/O errors, a 16-entry ring, capacity change over QMP,
+# poll queues; and, device-side, the order of writes and flushes for O_SYNC and
+# fsync'ed writes (QEMU blklogwrites log parsed here in L2).
+# The in-L3 part is selftests/virtio_blk_bio/l3-tests.sh.
+# Optional argument: the use_bio values to test (default "0 1").
+set -u
+T=/tmp/vbb-test
+rm -rf "$T"
+mkdir -p "$T"
+fails=0
+ok() { echo "ok - $*"; }
+nok() { echo "not ok - $*"; fails=$((fails + 1)); }
+
+truncate -s 256M "$T/data.img"
+truncate -s 32M "$T/log-data.img"
+: >"$T/log.img"
+dd if=/dev/urandom of="$T/ro.img" bs=1M count=1 2>/dev/null
+truncate -s 8M "$T/ro.img"
+ro_md5=$(head -c 1048576 "$T/ro.img" | md5sum | cut -d' ' -f1)
+truncate -s 64M "$T/resize.img"
+truncate -s 64M "$T/err.img"
+truncate -s 64M "$T/small.img"
+cat >"$T/blkdebug.conf" <<'EOF'
+[inject-error]
+event = "read_aio"
+errno = "5"
+sector = "8192"
+EOF
+cat >"$T/l3.sh" <<EOF
+export RO_MD5=$ro_md5 PATHS="${1:-0 1}"
+exec bash /src/selftests/virtio_blk_bio/l3-tests.sh
+EOF
+
+qemu_args=(
+	-qmp "unix:$T/qmp.sock,server=on,wait=off"
+	-drive "file=$T/data.img,if=none,id=ddata,format=raw,discard=unmap"
+	-device virtio-blk-pci,drive=ddata,serial=vbb-data,num-queues=2
+	-blockdev "driver=file,filename=$T/log-data.img,node-name=lgd"
+	-blockdev "driver=file,filename=$T/log.img,node-name=lgl"
+	-blockdev "driver=blklogwrites,node-name=lgw,file=lgd,log=lgl"
+	-device virtio-blk-pci,drive=lgw,serial=vbb-log,write-cache=on,num-queues=1
+	-drive "file=$T/ro.img,if=none,id=dro,format=raw,readonly=on"
+	-device virtio-blk-pci,drive=dro,serial=vbb-ro
+	-drive "file=$T/resize.img,if=none,id=dres,format=raw"
+	-device virtio-blk-pci,drive=dres,serial=vbb-resize
+	-drive "file=blkdebug:$T/blkdebug.conf:$T/err.img,if=none,id=derr,format=raw"
+	-device virtio-blk-pci,drive=derr,serial=vbb-err
+	-drive "file=$T/small.img,if=none,id=dsmall,format=raw"
+	-device virtio-blk-pci,drive=dsmall,serial=vbb-small,queue-size=16,num-queues=1,write-cache=on
+)
+
+l3run -t 800 -m 1G -c 2 "$T/l3.sh" "${qemu_args[@]}" >"$T/l3.out" 2>&1 &
+l3pid=$!
+
+# Grow the resize disk by 32M each time L3 writes a new marker into its first sector.
+resized=""
+size=$((64 << 20))
+while kill -0 "$l3pid" 2>/dev/null; do
+	m=$(head -c 16 "$T/resize.img" | tr -dc 'A-Z0-9-')
+	case $m in
+	VBB-RESIZE-*)
+		if [ "$m" != "$resized" ]; then
+			size=$((size + (32 << 20)))
+			reply=$( (printf '{"execute":"qmp_capabilities"}\n'
+				printf '{"execute":"block_resize","arguments":{"device":"dres","size":%d}}\n' "$size"
+				sleep 1) | socat -t 2 - "UNIX-CONNECT:$T/qmp.sock" 2>&1)
+			echo "# $m: block_resize to $size: $(echo "$reply" | tail -n 1)"
+			resized=$m
+		fi ;;
+	esac
+	sleep 0.5
+done
+wait "$l3pid"
+l3rc=$?
+cat "$T/l3.out"
+[ "$l3rc" = 0 ] && ok "L3 guest run (exit $l3rc)" || nok "L3 guest run (exit $l3rc)"
+
+# --- The blklogwrites log: superblock in sector 0, then per entry a 512-byte header
+# {le64 sector, nr_sectors, flags, data_len} followed by the data sectors.
+# flags: bit0 flush, bit1 FUA, bit2 discard, bit3 mark.
+parse_log() {
+	local log=$1 magic ss off size sector nrs flags dlen
+	magic=$(od -A n -t u8 -N 8 "$log" | tr -d ' ')
+	ss=$(od -A n -t u4 -j 24 -N 4 "$log" | tr -d ' ')
+	[ "$magic" = "$((0x6a736677736872))" ] || { echo "bad magic $magic" >&2; return 1; }
+	# The entry count in the superblock is only written back now and then: walk
+	# the entries up to the first empty header instead.
+	size=$(wc -c <"$log")
+	off=$ss
+	while [ $((off + 32)) -le "$size" ]; do
+		read -r sector nrs flags dlen <<<"$(od -A n -t u8 -j "$off" -N 32 "$log" | tr '\n' ' ')"
+		[ "$sector$nrs$flags$dlen" = 0000 ] && break
+		echo "$sector $nrs $flags"
+		if [ "$dlen" -gt 0 ]; then
+			off=$((off + ss + (dlen + ss - 1) / ss * ss))
+		else
+			off=$((off + ss + nrs * ss))
+		fi
+	done
+}
+
+if ! parse_log "$T/log.img" >"$T/log.txt" 2>"$T/log.err"; then
+	nok "blklogwrites log parsed ($(cat "$T/log.err"))"
+else
+	ok "blklogwrites log parsed ($(wc -l <"$T/log.txt") entries)"
+	# One letter per entry: F flush; p/d/s plain/O_SYNC/fsync writes of use_bio=0,
+	# P/D/S the same for use_bio=1 (regions 0/2/4M and 8/10/12M); x anything else.
+	seq=$(while read -r sector nrs flags; do
+		if [ $((flags & 1)) = 1 ]; then printf F; continue; fi
+		if [ $((flags & 4)) = 4 ] || [ "$nrs" = 0 ]; then printf x; continue; fi
+		mb=$((sector / 2048)) l=x
+		case $mb in
+		0) l=p ;; 2) l=d ;; 4) l=s ;; 8) l=P ;; 10) l=D ;; 12) l=S ;;
+		esac
+		printf %s "$l"
+	done <"$T/log.txt")
+	echo "# log: $seq"
+	span() { # letter: from its first to its last occurrence, plus the flushes after it
+		local c=$1 pre rest post
+		[[ $seq == *$c* ]] || return 0
+		pre=${seq%%$c*}
+		rest=${seq:${#pre}}
+		post=${rest##*$c}
+		echo "${rest:0:$((${#rest} - ${#post}))}${post%%[!F]*}"
+	}
+	for ub in 0 1; do
+		if [ $ub = 0 ]; then p=p d=d s=s; else p=P d=D s=S; fi
+		sp=$(span $p) sd=$(span $d) ss=$(span $s)
+		[[ $sp =~ ^$p{10}F*$ ]] &&
+			ok "use_bio=$ub: 10 plain writes reach the device with no flush between them" ||
+			nok "use_bio=$ub: 10 plain writes reach the device with no flush between them ($sp)"
+		[[ $sd =~ ^($d"F"+){10}$ ]] &&
+			ok "use_bio=$ub: each of 10 O_SYNC writes is followed by a flush before the next write" ||
+			nok "use_bio=$ub: each of 10 O_SYNC writes is followed by a flush before the next write ($sd)"
+		[[ $ss =~ ^($s"F"+){10}$ ]] &&
+			ok "use_bio=$ub: each of 10 fsync'ed writes is followed by a flush" ||
+			nok "use_bio=$ub: each of 10 fsync'ed writes is followed by a flush ($ss)"
+	done
+fi
+
+rm -rf "$T"
+[ "$fails" = 0 ] && [ "$l3rc" = 0 ]

@@ -1,0 +1,260 @@
+#!/bin/bash
+# In L3: exercise virtio_blk_bio on the disks that selftests/l2/30-virtio-blk-bio.sh
+# attached, once per submission path (use_bio=0, then use_bio=1). Prints TAP-style
+# lines, exits nonzero if any check failed.
+#
+# Disks are found by serial (the L2 script sets them):
+#   vbb-data    256M, 2 queues, discard=unmap
+#   vbb-log     blklogwrites in L2 (write-cache=on): device-side flush witness
+#   vbb-ro      readonly, content md5 in $RO_MD5 (first 1M)
+#   vbb-resize  64M, grown by L2 over QMP when it sees our marker
+#   vbb-err     blkdebug: reads at 4M fail with EIO
+#   vbb-small   queue-size=16, 1 queue, write-cache=on: ring-full paths
+#
+# Environment: RO_MD5 (required), PATHS (default "0 1").
+set -u
+PATHS=${PATHS:-0 1}
+JOBS=/src/selftests/virtio_blk_bio
+fails=0
+P=""
+
+ok() { echo "ok - $P$*"; }
+nok() { echo "not ok - $P$*"; fails=$((fails + 1)); }
+skip() { echo "ok - $P$1 # SKIP $2"; }
+# check DESC CMD...: ok if CMD succeeds, output shown on failure
+check() {
+	local desc=$1; shift
+	if "$@" >/tmp/check.out 2>&1; then ok "$desc"; else
+		nok "$desc"; sed 's/^/#   /' /tmp/check.out | tail -n 15; fi
+}
+
+disk_by_serial() {
+	local d
+	for d in /sys/block/vd*; do
+		[ -e "$d/serial" ] || continue
+		[ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && { echo "${d##*/}"; return 0; }
+	done
+	return 1
+}
+
+stat_of() { # disk key
+	sed -n "s/^$2 //p" "/sys/block/$1/driver_stats"
+}
+
+fio_verify() { # disk extra-args...: fio data job with crc32c verification
+	local dev=/dev/$1; shift
+	fio --name=v --filename="$dev" --ioengine=libaio --direct=1 --verify=crc32c \
+		--verify_fatal=1 --do_verify=1 --output-format=terse --terse-version=3 \
+		--size=4M "$@"
+}
+
+wait_disks() {
+	local i
+	for i in $(seq 1 40); do
+		[ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 6 ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+
+modprobe virtio_pci 2>/dev/null
+
+# ---------------------------------------------------------------------------
+run_path() {
+	local ub=$1 mode
+	[ "$ub" = 1 ] && mode=bio || mode=mq
+	P="use_bio=$ub: "
+
+	echo "# t=${SECONDS}s"
+	check "modprobe virtio_blk_bio use_bio=$ub" modprobe virtio_blk_bio use_bio="$ub"
+	check "all six disks probed" wait_disks
+	DATA=$(disk_by_serial vbb-data) LOG=$(disk_by_serial vbb-log) RO=$(disk_by_serial vbb-ro)
+	RES=$(disk_by_serial vbb-resize) ERR=$(disk_by_serial vbb-err) SMALL=$(disk_by_serial vbb-small)
+	if [ -z "$DATA" ] || [ -z "$LOG" ] || [ -z "$RO" ] || [ -z "$RES" ] || [ -z "$ERR" ] ||
+	   [ -z "$SMALL" ]; then
+		nok "every disk found by its serial (GET_ID)"
+		ls -l /sys/block/; return
+	fi
+	ok "every disk found by its serial (GET_ID)"
+	check "driver_stats reports the $mode path" \
+		grep -qx "path $mode" "/sys/block/$DATA/driver_stats"
+	check "data disk uses 2 virtqueues" grep -qx "queues 2" "/sys/block/$DATA/driver_stats"
+
+	# --- data integrity
+	check "fio randwrite 4k QD16 verify=crc32c" \
+		fio_verify "$DATA" --rw=randwrite --bs=4k --iodepth=16
+	check "fio randrw mixed sizes, 2 jobs, verify=crc32c" \
+		fio_verify "$DATA" --rw=randrw --bssplit=4k/50:16k/20:64k/20:256k/10 \
+		--iodepth=8 --numjobs=2 --offset_increment=32M
+	check "fio 1M sequential write (split over segments) verify=crc32c" \
+		fio_verify "$DATA" --rw=write --bs=1M --iodepth=4 --offset=64M
+
+	echo "# t=${SECONDS}s"
+	# --- submission batching: one kick per plugged batch, one per request unplugged
+	local a0 k0 a1 k1 added kicks
+	a0=$(stat_of "$DATA" added) k0=$(stat_of "$DATA" kick_tries)
+	fio --name=b --filename="/dev/$DATA" --ioengine=libaio --direct=1 --rw=randread \
+		--bs=4k --iodepth=32 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 \
+		--size=16M --number_ios=1024 --output-format=terse >/dev/null 2>&1
+	a1=$(stat_of "$DATA" added) k1=$(stat_of "$DATA" kick_tries)
+	added=$((a1 - a0)) kicks=$((k1 - k0))
+	echo "# batched: $added requests, $kicks kick attempts"
+	# (the blk-mq path may merge a few of the 4096 reads)
+	if [ "$added" -ge 512 ] && [ $((kicks * 4)) -le "$added" ]; then
+		ok "batched submission: <= 1 kick per 4 requests ($kicks for $added)"
+	else
+		nok "batched submission: <= 1 kick per 4 requests ($kicks for $added)"
+	fi
+	a0=$a1 k0=$k1
+	fio --name=s --filename="/dev/$DATA" --ioengine=psync --direct=1 --rw=randread \
+		--bs=4k --size=16M --number_ios=128 --output-format=terse >/dev/null 2>&1
+	a1=$(stat_of "$DATA" added) k1=$(stat_of "$DATA" kick_tries)
+	added=$((a1 - a0)) kicks=$((k1 - k0))
+	if [ "$added" -ge 128 ] && [ "$kicks" -ge "$added" ]; then
+		ok "unbatched submission: one kick per request ($kicks for $added)"
+	else
+		nok "unbatched submission: one kick per request ($kicks for $added)"
+	fi
+
+	echo "# t=${SECONDS}s"
+	# --- discard and write zeroes
+	local zmd5 md5
+	zmd5=$(head -c 1048576 /dev/zero | md5sum | cut -d' ' -f1)
+	check "discard and write-zeroes limits advertised" sh -c \
+		"[ \$(cat /sys/block/$DATA/queue/discard_max_bytes) -gt 0 ] &&
+		 [ \$(cat /sys/block/$DATA/queue/write_zeroes_max_bytes) -gt 0 ]"
+	fio --name=p --filename="/dev/$DATA" --ioengine=psync --direct=1 --rw=write --bs=1M \
+		--offset=8M --size=2M --output-format=terse >/dev/null 2>&1
+	check "blkdiscard -z (write zeroes) of 1M" blkdiscard -z -o 8M -l 1M "/dev/$DATA"
+	md5=$(dd if="/dev/$DATA" bs=1M skip=8 count=1 2>/dev/null | md5sum | cut -d' ' -f1)
+	[ "$md5" = "$zmd5" ] && ok "write-zeroed range reads back as zeroes" ||
+		nok "write-zeroed range reads back as zeroes"
+	md5=$(dd if="/dev/$DATA" bs=1M skip=9 count=1 2>/dev/null | md5sum | cut -d' ' -f1)
+	[ "$md5" != "$zmd5" ] && ok "the range after it is untouched" ||
+		nok "the range after it is untouched"
+	check "blkdiscard (discard) of 1M" blkdiscard -o 9M -l 1M "/dev/$DATA"
+	md5=$(dd if="/dev/$DATA" bs=1M skip=9 count=1 2>/dev/null | md5sum | cut -d' ' -f1)
+	[ "$md5" = "$zmd5" ] && ok "discarded range (discard=unmap) reads back as zeroes" ||
+		nok "discarded range (discard=unmap) reads back as zeroes"
+	check "secure erase is refused cleanly" sh -c "! blkdiscard -s -o 0 -l 1M /dev/$DATA"
+
+	echo "# t=${SECONDS}s"
+	# --- ext4: journal commits are PREFLUSH|FUA writes
+	local pf0 fu0
+	pf0=$(stat_of "$DATA" preflushes) fu0=$(stat_of "$DATA" fua_flushes)
+	check "ext4: mkfs, mount, write + sync, umount, e2fsck clean" sh -c "
+		mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1 /dev/$DATA 32M &&
+		mkdir -p /mnt/vbb && mount -t ext4 /dev/$DATA /mnt/vbb &&
+		dd if=/dev/urandom of=/mnt/vbb/f bs=64k count=16 2>/dev/null &&
+		md5sum /mnt/vbb/f >/tmp/f.md5 && sync && umount /mnt/vbb &&
+		e2fsck -fn /dev/$DATA && mount -t ext4 /dev/$DATA /mnt/vbb &&
+		cd /mnt/vbb && md5sum -c /tmp/f.md5 && cd / && umount /mnt/vbb"
+	if [ "$ub" = 1 ]; then
+		local pf fu
+		pf=$(($(stat_of "$DATA" preflushes) - pf0)) fu=$(($(stat_of "$DATA" fua_flushes) - fu0))
+		[ "$pf" -gt 0 ] && [ "$fu" -gt 0 ] &&
+			ok "ext4 journal: preflushes ($pf) and FUA post-flushes ($fu) emulated" ||
+			nok "ext4 journal: preflushes ($pf) and FUA post-flushes ($fu) emulated"
+	fi
+
+	echo "# t=${SECONDS}s"
+	# --- flush witness: L2 checks the blklogwrites log. Region per path.
+	local base=$((ub * 8))
+	check "write-back cache reported" grep -qx "write back" "/sys/block/$LOG/queue/write_cache"
+	fio --name=plain --filename="/dev/$LOG" --ioengine=psync --direct=1 --rw=write --bs=4k \
+		--offset=$((base))M --size=40k --output-format=terse >/dev/null 2>&1 &&
+	fio --name=dsync --filename="/dev/$LOG" --ioengine=psync --direct=1 --sync=1 \
+		--rw=write --bs=4k --offset=$((base + 2))M --size=40k --output-format=terse \
+		>/dev/null 2>&1 &&
+	fio --name=fsync --filename="/dev/$LOG" --ioengine=psync --direct=1 --fsync=1 --end_fsync=1 \
+		--rw=write --bs=4k --offset=$((base + 4))M --size=40k --output-format=terse \
+		>/dev/null 2>&1
+	[ $? = 0 ] && ok "log disk: plain, O_SYNC and fsync'ed writes" ||
+		nok "log disk: plain, O_SYNC and fsync'ed writes"
+
+	echo "# t=${SECONDS}s"
+	# --- read-only disk
+	check "read-only disk is marked ro" grep -qx 1 "/sys/block/$RO/ro"
+	md5=$(dd if="/dev/$RO" bs=1M count=1 2>/dev/null | md5sum | cut -d' ' -f1)
+	[ "$md5" = "$RO_MD5" ] && ok "read-only disk reads its content" ||
+		nok "read-only disk reads its content ($md5 != $RO_MD5)"
+	check "writing the read-only disk fails" sh -c \
+		"! dd if=/dev/zero of=/dev/$RO bs=4k count=1 conv=fsync 2>/dev/null"
+
+	echo "# t=${SECONDS}s"
+	# --- I/O errors are reported, not hidden, and do not disturb other I/O
+	check "read of a failing sector returns EIO" sh -c \
+		"! fio --name=e --filename=/dev/$ERR --ioengine=psync --direct=1 --rw=read \
+		 --bs=4k --offset=4M --size=4k --output-format=terse"
+	check "reads elsewhere on that disk still work" \
+		fio_verify "$ERR" --rw=write --bs=64k --iodepth=4 --size=2M
+	check "error disk still serves a 4k read after the error" \
+		dd if="/dev/$ERR" of=/dev/null bs=4k count=1
+
+	echo "# t=${SECONDS}s"
+	# --- a 16-entry ring: full-ring waits, deferred FUA stages, REQ_NOWAIT
+	local full0 full
+	full0=$(stat_of "$SMALL" ring_full)
+	check "small ring: QD64 x2 jobs randwrite verify=crc32c" \
+		fio_verify "$SMALL" --rw=randwrite --bs=4k --iodepth=64 --numjobs=2 \
+		--offset_increment=8M --size=2M
+	check "small ring: O_SYNC QD32 randwrite verify=crc32c" \
+		fio_verify "$SMALL" --rw=randwrite --bs=4k --iodepth=32 --sync=1 --size=512k \
+		--offset=32M
+	if fio --enghelp 2>/dev/null | grep -qw io_uring; then
+		check "small ring: io_uring QD64 (REQ_NOWAIT first) verify=crc32c" \
+			fio_verify "$SMALL" --ioengine=io_uring --rw=randrw --bs=4k --iodepth=64 \
+			--size=2M --offset=48M
+	else
+		skip "small ring: io_uring QD64 verify" "fio without io_uring"
+	fi
+	full=$(($(stat_of "$SMALL" ring_full) - full0))
+	if [ "$ub" = 1 ]; then
+		[ "$full" -gt 0 ] && ok "small ring: submitters found the ring full ($full) and waited" ||
+			nok "small ring: submitters found the ring full ($full) and waited"
+	fi
+
+	echo "# t=${SECONDS}s"
+	# --- capacity change: L2 grows the disk when it reads our marker
+	local size0 size i
+	size0=$(cat "/sys/block/$RES/size")
+	printf 'VBB-RESIZE-%s\n' "$ub" | dd of="/dev/$RES" bs=512 conv=sync,fsync 2>/dev/null
+	for i in $(seq 1 120); do
+		size=$(cat "/sys/block/$RES/size")
+		[ "$size" != "$size0" ] && break
+		sleep 0.25
+	done
+	[ "$size" -gt "$size0" ] && ok "capacity change seen ($size0 -> $size sectors)" ||
+		nok "capacity change seen ($size0 -> $size sectors)"
+	check "I/O beyond the old end after the resize" \
+		fio_verify "$RES" --rw=write --bs=64k --iodepth=4 --offset=$((size0 * 512)) --size=1M
+
+	check "rmmod virtio_blk_bio" rmmod virtio_blk_bio
+	check "disks gone after rmmod" sh -c '! ls /sys/block/vd* >/dev/null 2>&1'
+	P=""
+}
+
+# poll queues (blk-mq path only)
+run_poll() {
+	P="use_bio=0 poll_queues=1: "
+	check "modprobe" modprobe virtio_blk_bio use_bio=0 poll_queues=1
+	wait_disks >/dev/null
+	DATA=$(disk_by_serial vbb-data)
+	check "io_poll enabled on a 2-queue disk" grep -qx 1 "/sys/block/$DATA/queue/io_poll"
+	if fio --enghelp 2>/dev/null | grep -qw io_uring; then
+		check "io_uring hipri randrw verify=crc32c" \
+			fio_verify "$DATA" --ioengine=io_uring --hipri=1 --rw=randrw --bs=4k --iodepth=16
+	else
+		skip "io_uring hipri verify" "fio without io_uring"
+	fi
+	check "rmmod" rmmod virtio_blk_bio
+	P=""
+}
+
+[ -n "${RO_MD5:-}" ] || { echo "not ok - RO_MD5 not set"; exit 1; }
+for ub in $PATHS; do
+	run_path "$ub"
+done
+run_poll
+echo "# $fails failed"
+[ "$fails" = 0 ]

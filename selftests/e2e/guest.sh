@@ -14,6 +14,8 @@
 #             clean; then, with "long", as MODE long.
 # MODE long [BIO]  fio on the raw area (guest path use_bio=BIO, default 0)
 #             until killed; prints FIO-RUNNING first.
+# MODE flush  O_SYNC direct writes on the bio path (flush order, see
+#             selftests/l2/41-e2e-flush-order.sh)
 # MODE durable fsync|nosync N  write N known 4 KiB blocks, each reported
 #             ("ACK k") after its write (nosync) or its write + fsync
 #             (fsync) completed; then DURABLE-DONE and wait to be killed.
@@ -91,6 +93,27 @@ path_tests() {
 	check "use_bio=$bio: mkfs, file workload with fsync, fsck clean" fs_work
 }
 
+# O_DSYNC direct writes through the bio path, one at a time, to a range of
+# their own (sectors FLUSH_SECTOR...): L2 checks at the vhost_blk tracepoints
+# that each write completes before its flush is sent, and that the next write
+# waits for that flush.
+FLUSH_SECTOR=$((200 << 11))
+FLUSH_N=16
+flush_order() {
+	load 1 || { nok "use_bio=1 load for the flush order check"; return; }
+	echo "# guest queue/fua=$(cat /sys/block/vda/queue/fua 2>/dev/null)" \
+		"write_cache=$(cat /sys/block/vda/queue/write_cache 2>/dev/null)"
+	echo FLUSH-ORDER-START
+	# O_SYNC + O_DIRECT: each write is a REQ_FUA bio (queue/fua=1) or a
+	# write followed by a flush; one at a time.
+	fio --name=fua --filename=$DEV --rw=write --bs=4k --size=$((FLUSH_N * 4))k \
+		--offset=$((FLUSH_SECTOR * 512)) --direct=1 --sync=1 \
+		--ioengine=psync >/tmp/fio-fua.out 2>&1 ||
+		{ cat /tmp/fio-fua.out; nok "O_SYNC writes for the flush order check"; }
+	echo FLUSH-ORDER-DONE
+	unload
+}
+
 long_run() {
 	load "$1" || { nok "load for the long run"; exit 1; }
 	echo FIO-RUNNING
@@ -130,6 +153,9 @@ check)
 	;;
 long)
 	long_run "${2:-0}"
+	;;
+flush)
+	flush_order
 	;;
 durable)
 	load "${E2E_BIO:-0}" || { nok "load for the durability run"; exit 1; }

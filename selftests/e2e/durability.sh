@@ -1,0 +1,91 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Durability, end to end, run from L1:
+#   selftests/e2e/durability.sh [--kernel 6.1|6.12] [--blocks N]
+# An L1 image is L2's disk; on it (ext4) the bridge's backing file, opened
+# buffered.  The L3 guest writes N known blocks and fsyncs each before
+# reporting it; the whole L2 is then killed with -9 from L1, a fresh L2
+# checks that every reported block is in the backing file.  The same run
+# without the guest's fsync must lose blocks (the test can fail).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+kernel=6.1 n=64
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kernel=$2; shift 2 ;;
+	--blocks) n=$2; shift 2 ;;
+	*) echo "durability.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+work=$top/build/durability
+mkdir -p "$work"
+fail=0
+ok() { echo "ok - $*"; }
+nok() { echo "not ok - $*"; fail=1; }
+
+# run_mode MODE: prints "acked present missing"
+run_mode() {
+	local mode=$1 img=$work/disk-$1.img pidf=$work/l2-$1.pid
+	local name=durable-$mode-$kernel out vmpid end qpid acked present missing
+	rm -f "$img" "$pidf" "$top/build/vm/$name/output.log"
+	truncate -s 512M "$img"
+	"$top/scripts/vm.sh" --kernel "$kernel" --timeout 900 --name "$name" \
+		--qemu-arg -drive --qemu-arg "file=$img,if=virtio,format=raw,cache=none" \
+		--qemu-arg -pidfile --qemu-arg "$pidf" \
+		"$top/selftests/e2e/durable-l2.sh" write "$mode" "$n" >"$work/$name.out" 2>&1 &
+	vmpid=$!
+	out=$top/build/vm/$name/output.log
+	end=$(($(date +%s) + 900))
+	while [ "$(date +%s)" -le $end ] && kill -0 $vmpid 2>/dev/null; do
+		grep -q DURABLE-DONE "$out" 2>/dev/null && break
+		sleep 1
+	done
+	if ! grep -q DURABLE-DONE "$out" 2>/dev/null; then
+		echo "# $mode: the guest did not finish writing" >&2
+		tail -20 "$work/$name.out" >&2
+		kill $vmpid 2>/dev/null
+		return 1
+	fi
+	qpid=$(cat "$pidf")
+	kill -9 "$qpid"			# the whole L2, no shutdown, no sync
+	wait $vmpid 2>/dev/null
+	acked=$(grep -c '^ACK ' "$out")
+	"$top/scripts/vm.sh" --kernel "$kernel" --timeout 600 --name "$name-check" \
+		--qemu-arg -drive --qemu-arg "file=$img,if=virtio,format=raw,cache=none" \
+		"$top/selftests/e2e/durable-l2.sh" check "$n" >"$work/$name-check.out" 2>&1
+	present=0 missing=0
+	for k in $(sed -n 's/^ACK \([0-9]*\).*/\1/p' "$out"); do
+		if grep -q "^BLOCK $k present" "$work/$name-check.out"; then
+			present=$((present + 1))
+		else
+			missing=$((missing + 1))
+		fi
+	done
+	rm -f "$img"
+	echo "$acked $present $missing"
+}
+
+echo "# durability on $kernel: $n blocks per run"
+if r=$(run_mode fsync); then
+	set -- $r
+	echo "# fsync: $1 blocks acknowledged, $2 present after the L2 kill, $3 missing"
+	if [ "$1" = "$n" ] && [ "$3" = 0 ]; then
+		ok "every fsync-acknowledged block survives killing L2 ($2/$1)"
+	else
+		nok "every fsync-acknowledged block survives killing L2 ($2/$1)"
+	fi
+else
+	nok "fsync run completed"
+fi
+if r=$(run_mode nosync); then
+	set -- $r
+	echo "# nosync: $1 blocks acknowledged, $2 present after the L2 kill, $3 missing"
+	if [ "$3" -gt 0 ]; then
+		ok "without the guest's fsync, acknowledged writes are lost ($3/$1): the test can fail"
+	else
+		nok "without the guest's fsync, acknowledged writes are lost ($3/$1): the test can fail"
+	fi
+else
+	nok "nosync run completed"
+fi
+exit $fail

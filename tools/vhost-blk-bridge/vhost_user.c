@@ -573,6 +573,16 @@ static int do_set_mem_table(struct session *s, struct vu_msg *m)
 	if (ret)
 		return ret == -EINVAL ? VU_FATAL : ret;
 
+	/*
+	 * Requests in flight hold addresses in the old mappings (the status
+	 * byte is written at completion): stop and drain the rings before the
+	 * old mappings go away; update_running() restarts them.
+	 */
+	ret = detach(s);
+	if (ret) {
+		mem_unmap(&got);
+		return ret;
+	}
 	ret = vdev_set_mem_table(&s->dev, &got);
 	if (ret) {
 		mem_unmap(&got);
@@ -599,7 +609,10 @@ static int do_set_mem_table(struct session *s, struct vu_msg *m)
 			detach(s);
 			continue;
 		}
-		vdev_set_vring_addr(&s->dev, i, d, a, u);
+		if (vdev_set_vring_addr(&s->dev, i, d, a, u)) {
+			log_msg("ring %u: cannot move it to the new memory table", i);
+			vr->addr_set = false;
+		}
 	}
 	mem_unmap(&old);
 	log_dbg("memory table: %u region(s)", n);

@@ -116,10 +116,10 @@ for k in "${kernels[@]}"; do
 
 	vmfiles=()
 	if scripts/dkms-test.sh "$rel" "$out/dkms-$rel" >"$out/dkms-$rel.log" 2>&1; then
-		result ok "[$k] dkms add/build/install"
+		result ok "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions"
 		vmfiles+=(--file "$out/dkms-$rel:/root/dkms")
 	else
-		result "not ok" "[$k] dkms add/build/install"
+		result "not ok" "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions"
 		tail -n 20 "$out/dkms-$rel.log" | sed 's/^/#   /'
 	fi
 

@@ -31,5 +31,16 @@ for m in vhost_blk virtio_blk_bio; do
 	esac
 	vm=$(modinfo -F vermagic "$outdir/$m.ko")
 	case $vm in "$rel "*) ;; *) echo "dkms-test: $m vermagic '$vm' is not $rel" >&2; exit 1 ;; esac
-	echo "dkms-test: $m installed as $f ($vm)"
+	# modinfo: version of the package, author, description, license, every parameter described.
+	[ "$(modinfo -F version "$outdir/$m.ko")" = "$ver" ] ||
+		{ echo "dkms-test: $m version '$(modinfo -F version "$outdir/$m.ko")' is not $ver" >&2; exit 1; }
+	for field in author description license; do
+		[ -n "$(modinfo -F $field "$outdir/$m.ko")" ] ||
+			{ echo "dkms-test: $m has no $field" >&2; exit 1; }
+	done
+	if modinfo -F parm "$outdir/$m.ko" | grep -Ev '^[a-z_0-9]+:.*[^ ].* \([a-z]+\)$' | grep -q .; then
+		echo "dkms-test: $m has a parameter without a description:" >&2
+		modinfo -F parm "$outdir/$m.ko" >&2; exit 1
+	fi
+	echo "dkms-test: $m installed as $f ($vm), version $ver"
 done

@@ -427,3 +427,5 @@ module_exit(vhost_blk_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Host kernel accelerator for virtio-blk");
+MODULE_AUTHOR("The vhost-blk developers");
+MODULE_VERSION("0.1.0");

@@ -641,3 +641,5 @@ module_exit(vbb_exit);
 MODULE_DEVICE_TABLE(virtio, vbb_id_table);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Virtio block driver with request and bio submission paths");
+MODULE_AUTHOR("The vhost-blk developers");
+MODULE_VERSION("0.1.0");

@@ -13,6 +13,10 @@ UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(CURDIR)/include/uapi $
 
 TOOLS := tools/vhost-blk-bridge/vhost-blk-bridge selftests/vhost_blk/vhost_blk_test
 
+# The release KDIR builds for (Debian's headers carry the upstream version in
+# include/config/kernel.release; utsrelease.h has the real one).
+KREL = $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' $(KDIR)/include/generated/utsrelease.h)
+
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
@@ -40,18 +44,19 @@ selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) inclu
 		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
 
 # modules_install + depmod for KDIR's kernel, and the bridge into $(PREFIX)/bin.
+# DESTDIR stages everything under another root (modules and depmod included).
 install: all
 	@vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1; \
-	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" INSTALL_MOD_DIR=updates modules_install
-	depmod -a "$$(cat $(KDIR)/include/config/kernel.release)"
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" INSTALL_MOD_DIR=updates \
+		$(if $(DESTDIR),INSTALL_MOD_PATH="$(DESTDIR)") modules_install
+	depmod $(if $(DESTDIR),-b "$(DESTDIR)") -a "$(KREL)"
 	@if [ -x tools/vhost-blk-bridge/vhost-blk-bridge ]; then \
 		install -D -m 755 tools/vhost-blk-bridge/vhost-blk-bridge $(DESTDIR)$(PREFIX)/bin/vhost-blk-bridge; fi
 
 uninstall:
-	rel=$$(cat $(KDIR)/include/config/kernel.release); \
-	rm -f /lib/modules/$$rel/updates/vhost_blk/vhost_blk.ko* \
-	      /lib/modules/$$rel/updates/virtio_blk_bio/virtio_blk_bio.ko*; \
-	depmod -a $$rel
+	rm -f $(DESTDIR)/lib/modules/$(KREL)/updates/vhost_blk/vhost_blk.ko* \
+	      $(DESTDIR)/lib/modules/$(KREL)/updates/virtio_blk_bio/virtio_blk_bio.ko*
+	depmod $(if $(DESTDIR),-b "$(DESTDIR)") -a "$(KREL)"
 	rm -f $(DESTDIR)$(PREFIX)/bin/vhost-blk-bridge
 
 clean:

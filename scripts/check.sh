@@ -114,6 +114,9 @@ for k in "${kernels[@]}"; do
 
 	harness_selftests "$k" "$rel"
 
+	check_cmd "[$k] make install / make uninstall (staged with DESTDIR)" "$out/install-$rel.log" \
+		scripts/install-test.sh "$rel"
+
 	vmfiles=()
 	if scripts/dkms-test.sh "$rel" "$out/dkms-$rel" >"$out/dkms-$rel.log" 2>&1; then
 		result ok "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions"

@@ -67,9 +67,9 @@ clean:
 deps:
 	scripts/deps.sh
 
-# KERNELS="6.1 6.12" (default both) or KERNELS=6.1
+# KERNELS="6.1 6.12" (default both) or KERNELS=6.1; SLOW=1 adds the slow tests
 check:
-	scripts/check.sh $(KERNELS)
+	SLOW="$(SLOW)" scripts/check.sh $(KERNELS)
 
 # The main job on an embedded default: L2 host + bridge + L3 guest, a short fio table.
 demo:
@@ -92,5 +92,5 @@ help:
 	@echo '  demo            vhost_blk under stock QEMU end to end, fio table (KERNEL=6.1|6.12)'
 	@echo '  bench           benchmark tables + plots in results/<date>-<kernel>/ (QUICK=1: ~10 min)'
 	@echo '  clean'
-	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" PREFIX=/usr/local'
+	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1 PREFIX=/usr/local'
 	@echo 'DKMS: dkms.conf packages both modules (see README)'

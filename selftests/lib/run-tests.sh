@@ -9,10 +9,24 @@
 # an Oops, BUG, WARNING, KASAN, lockdep or hung-task line is a failure of that test.
 BAD_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|lockdep|possible (recursive|circular) locking|blocked for more than|Kernel panic|general protection fault|soft lockup|hard LOCKUP|rcu.*detected stalls?'
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
+[ "${SLOW:-0}" = 1 ] && TEST_TIMEOUT=2400
 
+# A test whose header has a line "# check: slow -- REASON" runs only with SLOW=1;
+# otherwise it is reported as skipped, with the reason.
+slow=()
 if [ $# -eq 0 ]; then
-	for t in /src/selftests/l2/*.sh; do [ -x "$t" ] && set -- "$@" "$t"; done
+	for t in /src/selftests/l2/*.sh; do
+		[ -x "$t" ] || continue
+		if [ "${SLOW:-0}" != 1 ] && grep -q '^# check: slow' "$t"; then
+			slow+=("$t")
+			continue
+		fi
+		set -- "$@" "$t"
+	done
 fi
+for t in "${slow[@]}"; do
+	echo "ok - $(basename "$t" .sh) # SKIP $(sed -n 's/^# check: slow -- //p' "$t" | head -n 1); make check SLOW=1 runs it"
+done
 export PATH=/src/selftests/lib:$PATH
 
 fails=0

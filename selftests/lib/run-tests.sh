@@ -37,6 +37,19 @@ for t in "$@"; do
 	start=$(date +%s)
 	timeout -s KILL "$TEST_TIMEOUT" bash "$t" >/tmp/test.out 2>&1 </dev/null
 	rc=$?
+	# An L3 guest that reset itself with no kernel message at all (QEMU exit 0,
+	# no status, nothing in its log) is the nested-SVM-under-TCG flake seen on
+	# this kind of host (also with no project code in the guest). Such a test
+	# runs once more, said out loud in the results; a second failure stands.
+	if [ "$rc" != 0 ] && grep -q 'vmrun: VM ended without reporting an exit status (qemu rc=0)' /tmp/test.out &&
+	   ! grep -Eq "$BAD_RE" /tmp/test.out && [ -z "$(dmesg | grep -E "$BAD_RE")" ]; then
+		echo "# $name: an L3 guest reset itself without a kernel message; first attempt:"
+		sed 's/^/#   1st: /' /tmp/test.out | grep -E '^#   1st: (not ok|vmrun)' | head -n 20
+		echo "ok - $name: retried once after an L3 guest reset with no kernel message"
+		dmesg -c >/dev/null
+		timeout -s KILL "$TEST_TIMEOUT" bash "$t" >/tmp/test.out 2>&1 </dev/null
+		rc=$?
+	fi
 	secs=$(($(date +%s) - start))
 	results=0 failed=0
 	while IFS= read -r line; do

@@ -17,7 +17,13 @@ slow=()
 if [ $# -eq 0 ]; then
 	for t in /src/selftests/l2/*.sh; do
 		[ -x "$t" ] || continue
-		if [ "${SLOW:-0}" != 1 ] && grep -q '^# check: slow' "$t"; then
+		if [ "${SLOW:-0}" != 1 ] && grep -q '^# check: slow -- ' "$t"; then
+			slow+=("$t")
+			continue
+		fi
+		# "# check: slow-on SERIES -- REASON": opt-in on that kernel series only.
+		series=$(sed -n 's/^# check: slow-on \([0-9.]*\) -- .*/\1/p' "$t" | head -n 1)
+		if [ "${SLOW:-0}" != 1 ] && [ -n "$series" ] && case $(uname -r) in "$series".*) true ;; *) false ;; esac; then
 			slow+=("$t")
 			continue
 		fi
@@ -25,7 +31,7 @@ if [ $# -eq 0 ]; then
 	done
 fi
 for t in "${slow[@]}"; do
-	echo "ok - $(basename "$t" .sh) # SKIP $(sed -n 's/^# check: slow -- //p' "$t" | head -n 1); make check SLOW=1 runs it"
+	echo "ok - $(basename "$t" .sh) # SKIP $(sed -n 's/^# check: slow\(-on [0-9.]*\)\{0,1\} -- //p' "$t" | head -n 1); make check SLOW=1 runs it"
 done
 export PATH=/src/selftests/lib:$PATH
 

@@ -449,6 +449,13 @@ static int session_open_device(struct session *s)
 	struct vhost_blk_config cfg;
 	int ret;
 
+	/*
+	 * Every session starts with the device's default, write-back: a guest
+	 * that switched the cache off speaks only for its own session.
+	 */
+	ret = backend_set_wce(&br->be, true);
+	if (ret)
+		return ret;
 	ret = vdev_open(&s->dev, br->opts->vhost_path, br->opts->no_kernel);
 	if (ret)
 		return ret;
@@ -642,6 +649,12 @@ static int do_vring_num(struct session *s, struct vu_msg *m)
 	ret = vdev_set_vring_num(&s->dev, m->p.state.index, num);
 	if (ret)
 		return ret;
+	/* The addresses were checked for the old size: they must come again. */
+	if (vr->addr_set && num != vr->num) {
+		log_msg("ring %u resized %u -> %u: waiting for SET_VRING_ADDR",
+			m->p.state.index, vr->num, num);
+		vr->addr_set = false;
+	}
 	vr->num = num;
 	vr->num_set = true;
 	vr->stopped = false;
@@ -766,7 +779,12 @@ static int do_get_vring_base(struct session *s, struct vu_msg *m)
 	if (detach(s))
 		log_msg("GET_VRING_BASE %u: stopping the device failed",
 			m->p.state.index);
-	vdev_get_vring_base(&s->dev, m->p.state.index, &base);
+	/* A base we cannot read is not answered with a made-up one. */
+	if (vdev_get_vring_base(&s->dev, m->p.state.index, &base)) {
+		log_msg("GET_VRING_BASE %u: the kernel did not report the ring state; ending the session",
+			m->p.state.index);
+		return VU_FATAL;
+	}
 	st.index = m->p.state.index;
 	st.num = base;
 	log_dbg("ring %u stopped at %u", st.index, base);

@@ -128,6 +128,7 @@ void vhost_blk_done_work(struct vhost_work *work);
 void vhost_blk_drop_done(struct vhost_blk_vq *bvq);
 
 /* stats.c */
+extern bool vhost_blk_fault_drop_flush;
 void vhost_blk_stats_init(void);
 void vhost_blk_stats_exit(void);
 void vhost_blk_stats_add(struct vhost_blk *blk);

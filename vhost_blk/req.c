@@ -4,6 +4,8 @@
  * guest wrote, turn it into an async kiocb (IN/OUT) or a work item
  * (FLUSH/DISCARD/WRITE_ZEROES), and retire completions in batches.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/blkdev.h>
 #include <linux/falloc.h>
 #include <linux/sched/clock.h>
@@ -185,6 +187,11 @@ static void vhost_blk_sync_work(struct work_struct *work)
 
 	switch (req->op) {
 	case VHOST_BLK_OP_FLUSH:
+		/* debugfs fault injection: acknowledge without syncing */
+		if (unlikely(READ_ONCE(vhost_blk_fault_drop_flush))) {
+			pr_warn_once("fault injection: acknowledging flushes without syncing\n");
+			break;
+		}
 		ret = vfs_fsync(be->file, 0);
 		break;
 	case VHOST_BLK_OP_DISCARD:

@@ -10,6 +10,13 @@
 
 static struct dentry *vhost_blk_debugfs_root;
 
+/*
+ * /sys/kernel/debug/vhost-blk/fault_drop_flush: when set, FLUSH requests are
+ * acknowledged without syncing the backend.  Fault injection for the
+ * durability test, which must show that dropped flushes lose data.
+ */
+bool vhost_blk_fault_drop_flush;
+
 static const char * const vhost_blk_op_names[VHOST_BLK_OP_NR] = {
 	[VHOST_BLK_OP_IN]		= "in",
 	[VHOST_BLK_OP_OUT]		= "out",
@@ -77,6 +84,8 @@ DEFINE_SHOW_ATTRIBUTE(vhost_blk_stats);
 void vhost_blk_stats_init(void)
 {
 	vhost_blk_debugfs_root = debugfs_create_dir("vhost-blk", NULL);
+	debugfs_create_bool("fault_drop_flush", 0600, vhost_blk_debugfs_root,
+			    &vhost_blk_fault_drop_flush);
 }
 
 void vhost_blk_stats_exit(void)

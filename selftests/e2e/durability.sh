@@ -6,7 +6,8 @@
 # buffered.  The L3 guest writes N known blocks and fsyncs each before
 # reporting it; the whole L2 is then killed with -9 from L1, a fresh L2
 # checks that every reported block is in the backing file.  The same run
-# without the guest's fsync must lose blocks (the test can fail).
+# without the guest's fsync, and with fsync but vhost_blk's flushes dropped
+# (debugfs fault injection), must lose blocks (the test can fail).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 kernel=6.1 n=64
@@ -87,5 +88,16 @@ if r=$(run_mode nosync); then
 	fi
 else
 	nok "nosync run completed"
+fi
+if r=$(run_mode dropflush); then
+	set -- $r
+	echo "# dropflush: $1 blocks acknowledged, $2 present after the L2 kill, $3 missing"
+	if [ "$3" -gt 0 ]; then
+		ok "with flushes dropped in vhost_blk, fsync-acknowledged writes are lost ($3/$1): the test can fail"
+	else
+		nok "with flushes dropped in vhost_blk, fsync-acknowledged writes are lost ($3/$1): the test can fail"
+	fi
+else
+	nok "dropflush run completed"
 fi
 exit $fail

@@ -4,8 +4,10 @@
 # on L1 that outlives this L2.
 #   durable-l2.sh write MODE N   ext4 on vda, backing file on it opened
 #        --buffered by the bridge; the L3 guest writes N known blocks
-#        (MODE fsync: each fsync'ed before it is reported; nosync: not), then
-#        this L2 waits to be killed from L1 (prints KILL-ME-NOW).
+#        (MODE fsync: each fsync'ed before it is reported; nosync: not;
+#        dropflush: fsync'ed, but vhost_blk acknowledges flushes without
+#        syncing, through its debugfs fault_drop_flush), then this L2 waits
+#        to be killed from L1 (prints KILL-ME-NOW).
 #   durable-l2.sh check N        mount vda, report which of the N blocks
 #        are in the backing file ("BLOCK k present|missing").
 set -u
@@ -30,6 +32,11 @@ write)
 	dd if=/dev/zero of=$IMG bs=1M count=64 conv=fsync 2>/dev/null || exit 1
 	sync
 	modprobe vhost_blk || exit 1
+	if [ "$mode" = dropflush ]; then
+		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+		echo 1 >/sys/kernel/debug/vhost-blk/fault_drop_flush || exit 1
+		mode=fsync
+	fi
 	vhost-blk-bridge --socket /tmp/dur.sock --backend $IMG --buffered \
 		--queues 1 >/tmp/dur-bridge.log 2>&1 &
 	for _ in $(seq 50); do [ -S /tmp/dur.sock ] && break; sleep 0.1; done

@@ -197,6 +197,7 @@ static bool vbb_mq_kick_prepare(struct vbb_vq *q)
 	return kick;
 }
 
+/* Build the command and map the data; the caller starts the request. */
 static blk_status_t vbb_mq_prep(struct vbb_dev *vb, struct request *req,
 				struct vbb_mq_req *r)
 {
@@ -211,7 +212,6 @@ static blk_status_t vbb_mq_prep(struct vbb_dev *vb, struct request *req,
 		vbb_mq_cleanup(req, r);
 		return BLK_STS_RESOURCE;
 	}
-	blk_mq_start_request(req);
 	return BLK_STS_OK;
 }
 
@@ -230,6 +230,7 @@ static blk_status_t vbb_queue_rq(struct blk_mq_hw_ctx *hctx,
 	st = vbb_mq_prep(vb, req, r);
 	if (st)
 		return st;
+	blk_mq_start_request(req);
 
 	spin_lock_irqsave(&q->lock, flags);
 	err = vbb_mq_add(q, req, r);
@@ -265,24 +266,37 @@ static void vbb_commit_rqs(struct blk_mq_hw_ctx *hctx)
 	vbb_notify_prepared(q, kick);
 }
 
-/* Add a batch that all maps to @q, kick once; failures go to @requeue. */
+/*
+ * Add a batch that all maps to @q, kick once. A request is started only once
+ * it is on the ring (under q->lock, so its completion cannot run first).
+ * Once an add fails, that request and the rest of the batch go to @requeue
+ * unstarted and in order: ->queue_rqs hands them back, and blk-mq issues
+ * them one by one through ->queue_rq, which stops the hardware queue and
+ * returns BLK_STS_DEV_RESOURCE if the ring is still full.
+ */
 static void vbb_add_batch(struct vbb_vq *q, struct vbb_rq_list *batch,
 			  struct vbb_rq_list *requeue)
 {
 	struct request *req;
 	unsigned long flags;
-	bool kick;
+	bool kick, failed = false;
 
 	spin_lock_irqsave(&q->lock, flags);
 	while ((req = vbb_rq_list_pop(batch))) {
 		struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
 
-		if (vbb_mq_add(q, req, r)) {
+		if (!failed && vbb_mq_add(q, req, r)) {
 			q->full++;
-			vbb_mq_cleanup(req, r);
-			blk_mq_requeue_request(req, true);
+			failed = true;
 		}
+		if (failed) {
+			vbb_mq_cleanup(req, r);
+			vbb_rq_list_add_tail(requeue, req);
+			continue;
+		}
+		blk_mq_start_request(req);
 	}
+	/* also lets the device drain a full ring */
 	kick = vbb_mq_kick_prepare(q);
 	spin_unlock_irqrestore(&q->lock, flags);
 	vbb_notify_prepared(q, kick);

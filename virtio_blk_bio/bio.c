@@ -33,12 +33,17 @@ struct vbb_breq {
 	struct virtio_blk_outhdr out_hdr;
 	u8 status;
 	u8 stage;
+	/* device-writable data bytes of the stage ahead of the status byte */
+	u32 in_len;
+	/* what the device reported in the used ring */
+	u32 used_len;
 	struct vbb_breq *next;
 	struct bio *bio;
 	unsigned long start;
 	/* GET_ID */
 	void *buf;
 	struct completion *wait;
+	blk_status_t result;
 	struct virtio_blk_discard_write_zeroes range;
 	struct scatterlist sg[VBB_BIO_MAX_SEGS];
 };
@@ -118,6 +123,7 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 
 	*out = 0;
 	*in = 0;
+	br->in_len = 0;
 	sg_init_one(hdr, &br->out_hdr, sizeof(br->out_hdr));
 	sgs[(*out)++] = hdr;
 
@@ -130,6 +136,7 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 		type = VIRTIO_BLK_T_GET_ID;
 		sg_init_one(&br->sg[0], br->buf, VIRTIO_BLK_ID_BYTES);
 		sgs[(*in)++ + *out] = &br->sg[0];
+		br->in_len = VIRTIO_BLK_ID_BYTES;
 		break;
 	default:
 		sector = bio->bi_iter.bi_sector;
@@ -163,10 +170,12 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 		}
 		if (n < 0)
 			return n;
-		if (n && write)
+		if (n && write) {
 			sgs[(*out)++] = br->sg;
-		else if (n)
+		} else if (n) {
 			sgs[(*in)++ + *out] = br->sg;
+			br->in_len = bio->bi_iter.bi_size;
+		}
 		break;
 	}
 
@@ -252,6 +261,7 @@ static void vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
 	struct bio *bio = br->bio;
 
 	if (br->stage == VBB_STAGE_GET_ID) {
+		br->result = st;
 		complete(br->wait);
 		return;
 	}
@@ -338,7 +348,7 @@ static void vbb_drain_deferred(struct vbb_dev *vb, struct vbb_vq *q)
 static void vbb_stage_done(struct vbb_dev *vb, struct vbb_vq *q,
 			   struct vbb_breq *br)
 {
-	blk_status_t st = vbb_status_to_blk(br->status);
+	blk_status_t st = vbb_result(vb, br->status, br->used_len, br->in_len);
 	struct bio *bio = br->bio;
 
 	switch (br->stage) {
@@ -375,6 +385,7 @@ void vbb_bio_done(struct virtqueue *vq)
 	do {
 		virtqueue_disable_cb(vq);
 		while ((br = virtqueue_get_buf(vq, &len))) {
+			br->used_len = len;
 			br->next = NULL;
 			*tail = br;
 			tail = &br->next;
@@ -530,7 +541,7 @@ int vbb_bio_get_id(struct vbb_dev *vb, char *buf)
 	err = vbb_queue_first(vb, br, false);
 	if (!err) {
 		wait_for_completion(&done);
-		err = blk_status_to_errno(vbb_status_to_blk(br->status));
+		err = blk_status_to_errno(br->result);
 	}
 	kfree(br);
 	vbb_put_inflight(vb);

@@ -52,6 +52,25 @@ blk_status_t vbb_status_to_blk(u8 status)
 	}
 }
 
+/*
+ * The result of a request the device has returned with a used length of
+ * @used_len. The status byte is the last device-writable byte, after @in_len
+ * bytes of data for the device to fill (a read, GET_ID): a used length that
+ * does not reach it says the status (and maybe some data) was not written,
+ * and the request fails whatever the status byte holds.
+ */
+blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
+			u32 in_len)
+{
+	if (unlikely(!vbb_used_len_ok(used_len, in_len))) {
+		dev_warn_ratelimited(disk_to_dev(vb->disk),
+				     "used length %u short of %u data bytes + status\n",
+				     used_len, in_len);
+		return BLK_STS_IOERR;
+	}
+	return vbb_status_to_blk(status);
+}
+
 /* Notify the device outside the vq lock if virtqueue_kick_prepare said so. */
 void vbb_notify_prepared(struct vbb_vq *vq, bool kick)
 {

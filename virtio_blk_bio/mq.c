@@ -16,6 +16,10 @@
 struct vbb_mq_req {
 	struct virtio_blk_outhdr out_hdr;
 	u8 status;
+	/* device-writable data bytes ahead of the status byte */
+	u32 in_len;
+	/* what the device reported in the used ring */
+	u32 used_len;
 	struct virtio_blk_discard_write_zeroes *ranges;
 	unsigned int nr_ranges;
 	struct sg_table sgt;
@@ -167,15 +171,18 @@ static int vbb_mq_add(struct vbb_vq *q, struct request *req,
 
 	sg_init_one(&hdr, &r->out_hdr, sizeof(r->out_hdr));
 	sgs[out++] = &hdr;
+	r->in_len = 0;
 	if (r->ranges) {
 		sg_init_one(&rng, r->ranges,
 			    r->nr_ranges * sizeof(*r->ranges));
 		sgs[out++] = &rng;
 	} else if (r->sgt.nents) {
-		if (rq_data_dir(req) == WRITE)
+		if (rq_data_dir(req) == WRITE) {
 			sgs[out++] = r->sgt.sgl;
-		else
+		} else {
 			sgs[out + in++] = r->sgt.sgl;
+			r->in_len = blk_rq_bytes(req);
+		}
 	}
 	sg_init_one(&status, &r->status, sizeof(r->status));
 	sgs[out + in++] = &status;
@@ -329,10 +336,11 @@ static void vbb_queue_rqs(vbb_queue_rqs_arg_t *rqlist)
 static void vbb_mq_complete(struct request *req)
 {
 	struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
-	u8 status = r->status;
+	blk_status_t st = vbb_result(req->q->queuedata, r->status,
+				     r->used_len, r->in_len);
 
 	vbb_mq_cleanup(req, r);
-	blk_mq_end_request(req, vbb_status_to_blk(status));
+	blk_mq_end_request(req, st);
 }
 
 void vbb_mq_done(struct virtqueue *vq)
@@ -350,6 +358,7 @@ void vbb_mq_done(struct virtqueue *vq)
 		while ((r = virtqueue_get_buf(vq, &len))) {
 			struct request *req = blk_mq_rq_from_pdu(r);
 
+			r->used_len = len;
 			if (likely(!blk_should_fake_timeout(req->q)))
 				blk_mq_complete_request(req);
 			done = true;
@@ -381,12 +390,15 @@ static int vbb_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
 	spin_lock_irqsave(&q->lock, flags);
 	while ((r = virtqueue_get_buf(q->vq, &len))) {
 		struct request *req = blk_mq_rq_from_pdu(r);
+		bool err;
 
 		found++;
+		r->used_len = len;
+		/* only requests that succeed are completed in the batch */
+		err = r->status != VIRTIO_BLK_S_OK ||
+		      !vbb_used_len_ok(len, r->in_len);
 		if (!blk_mq_complete_request_remote(req) &&
-		    !blk_mq_add_to_batch(req, iob,
-					 r->status != VIRTIO_BLK_S_OK,
-					 vbb_complete_batch))
+		    !blk_mq_add_to_batch(req, iob, err, vbb_complete_batch))
 			vbb_mq_complete(req);
 	}
 	if (found)
@@ -475,7 +487,6 @@ void vbb_mq_destroy(struct vbb_dev *vb)
 int vbb_mq_get_id(struct vbb_dev *vb, char *buf)
 {
 	struct request_queue *q = vb->disk->queue;
-	struct vbb_mq_req *r;
 	struct request *req;
 	blk_status_t st;
 	int err;
@@ -483,13 +494,11 @@ int vbb_mq_get_id(struct vbb_dev *vb, char *buf)
 	req = blk_mq_alloc_request(q, REQ_OP_DRV_IN, 0);
 	if (IS_ERR(req))
 		return PTR_ERR(req);
-	r = blk_mq_rq_to_pdu(req);
 	err = blk_rq_map_kern(q, req, buf, VIRTIO_BLK_ID_BYTES, GFP_KERNEL);
 	if (err)
 		goto out;
+	/* the status of vbb_mq_complete(): used length and status byte */
 	st = blk_execute_rq(req, false);
-	if (!st)
-		st = vbb_status_to_blk(r->status);
 	err = blk_status_to_errno(st);
 out:
 	blk_mq_free_request(req);

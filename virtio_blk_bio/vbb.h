@@ -71,9 +71,20 @@ struct vbb_dev {
 	atomic64_t fua_flushes;
 };
 
+/*
+ * Does a used length of @used_len cover @in_len bytes of device-writable
+ * data and the status byte after them?
+ */
+static inline bool vbb_used_len_ok(u32 used_len, u32 in_len)
+{
+	return used_len && used_len - 1 >= in_len;
+}
+
 /* main.c */
 extern unsigned int vbb_queue_depth;
 blk_status_t vbb_status_to_blk(u8 status);
+blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
+			u32 in_len);
 void vbb_limits_default(struct vbb_dev *vb, struct queue_limits *lim);
 int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim);
 unsigned int vbb_disk_features(struct vbb_dev *vb);

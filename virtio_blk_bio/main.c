@@ -11,6 +11,8 @@
 #include <linux/idr.h>
 #include <linux/interrupt.h>
 #include <linux/module.h>
+#include <linux/overflow.h>
+#include <linux/sizes.h>
 #include <linux/string.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
@@ -71,6 +73,16 @@ blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
 	return vbb_status_to_blk(status);
 }
 
+/* The smallest ring of the device's virtqueues. */
+unsigned int vbb_ring_size(struct vbb_dev *vb)
+{
+	unsigned int i, ring = UINT_MAX;
+
+	for (i = 0; i < vb->num_vqs; i++)
+		ring = min(ring, virtqueue_get_vring_size(vb->vqs[i].vq));
+	return ring;
+}
+
 /* Notify the device outside the vq lock if virtqueue_kick_prepare said so. */
 void vbb_notify_prepared(struct vbb_vq *vq, bool kick)
 {
@@ -114,13 +126,124 @@ void vbb_limits_default(struct vbb_dev *vb, struct queue_limits *lim)
 	lim->logical_block_size = SECTOR_SIZE;
 }
 
+/*
+ * Physical block sizes above this are refused as nonsense (the exponent
+ * alone could ask for a 2^255-byte block).
+ */
+#define VBB_MAX_PHYS_BLOCK_SIZE	SZ_2M
+
+/* TOPOLOGY: physical block size, alignment offset, io_min, io_opt. */
+static void vbb_read_topology(struct virtio_device *vdev,
+			      struct queue_limits *lim)
+{
+	u32 lbs = lim->logical_block_size, pbs = lbs, opt_io, v;
+	u16 min_io;
+	u8 pexp, align;
+
+	if (!virtio_has_feature(vdev, VIRTIO_BLK_F_TOPOLOGY))
+		return;
+	virtio_cread(vdev, struct virtio_blk_config, physical_block_exp, &pexp);
+	virtio_cread(vdev, struct virtio_blk_config, alignment_offset, &align);
+	virtio_cread(vdev, struct virtio_blk_config, min_io_size, &min_io);
+	virtio_cread(vdev, struct virtio_blk_config, opt_io_size, &opt_io);
+
+	if (pexp) {
+		if (pexp < 32 && (u64)lbs << pexp <= VBB_MAX_PHYS_BLOCK_SIZE) {
+			pbs = lbs << pexp;
+			lim->physical_block_size = pbs;
+		} else {
+			dev_warn(&vdev->dev,
+				 "physical_block_exp %u too large, ignored\n",
+				 pexp);
+		}
+	}
+	/* in logical blocks; a misalignment is less than a physical block */
+	if (align) {
+		v = lbs * align;	/* at most 255 * PAGE_SIZE */
+		if (v < pbs)
+			lim->alignment_offset = v;
+		else
+			dev_warn(&vdev->dev,
+				 "alignment_offset %u not below the physical block, ignored\n",
+				 align);
+	}
+	if (min_io) {
+		if (!check_mul_overflow(lbs, (u32)min_io, &v))
+			lim->io_min = v;
+		else
+			dev_warn(&vdev->dev, "min_io_size %u overflows, ignored\n",
+				 min_io);
+	}
+	if (opt_io) {
+		if (!check_mul_overflow(lbs, opt_io, &v))
+			lim->io_opt = v;
+		else
+			dev_warn(&vdev->dev, "opt_io_size %u overflows, ignored\n",
+				 opt_io);
+	}
+}
+
+/*
+ * A maximum size in 512-byte sectors for discard or write zeroes: 0 means
+ * no limit; rounded down to whole logical blocks. Returns 0 (the operation
+ * is not used) for a limit below one logical block.
+ */
+static u32 vbb_max_sectors(struct virtio_device *vdev, const char *op,
+			   u32 v, u32 lbs)
+{
+	u32 max = v ? v : UINT_MAX;
+
+	max = rounddown(max, lbs >> SECTOR_SHIFT);
+	if (!max)
+		dev_warn(&vdev->dev,
+			 "%s limit of %u sectors is below one logical block: %s disabled\n",
+			 op, v, op);
+	return max;
+}
+
+static void vbb_read_discard(struct vbb_dev *vb, struct queue_limits *lim,
+			     u32 seg_max)
+{
+	struct virtio_device *vdev = vb->vdev;
+	u32 lbs = lim->logical_block_size, align, segs, max, gran;
+
+	virtio_cread(vdev, struct virtio_blk_config, max_discard_sectors, &max);
+	virtio_cread(vdev, struct virtio_blk_config, max_discard_seg, &segs);
+	virtio_cread(vdev, struct virtio_blk_config, discard_sector_alignment,
+		     &align);
+
+	max = vbb_max_sectors(vdev, "discard", max, lbs);
+	if (!max)
+		return;
+	/*
+	 * The granularity (in sectors) must fit 32 bits in bytes, be whole
+	 * logical blocks and not exceed the largest discard: the block layer
+	 * does not split discards at all if it does.
+	 */
+	gran = lbs;
+	if (align) {
+		if (check_shl_overflow(align, SECTOR_SHIFT, &gran) ||
+		    gran % lbs || align > max) {
+			dev_warn(&vdev->dev,
+				 "discard_sector_alignment %u unusable, using the logical block size\n",
+				 align);
+			gran = lbs;
+		}
+	}
+	if (!segs)
+		segs = seg_max;
+	/* one bio is one range on the bio path */
+	if (vb->bio_path)
+		segs = 1;
+	lim->max_hw_discard_sectors = max;
+	lim->max_discard_segments = min(segs, VBB_MAX_DISCARD_SEGS);
+	lim->discard_granularity = gran;
+}
+
 int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim)
 {
 	struct virtio_device *vdev = vb->vdev;
 	u32 seg_max, size_max, blk_size, v;
-	u32 opt_io, discard_align = 0, discard_segs = 0;
-	u16 min_io;
-	u8 pexp, align;
 	size_t dma_max;
 	unsigned int ring;
 
@@ -129,9 +252,16 @@ int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim)
 	    !seg_max)
 		seg_max = 1;
 	/* header and status take two descriptors in a direct chain */
-	ring = virtqueue_get_vring_size(vb->vqs[0].vq);
-	if (!virtio_has_feature(vdev, VIRTIO_RING_F_INDIRECT_DESC) && ring > 2)
+	ring = vbb_ring_size(vb);
+	if (!virtio_has_feature(vdev, VIRTIO_RING_F_INDIRECT_DESC)) {
+		if (ring < 3) {
+			dev_err(&vdev->dev,
+				"ring of %u entries cannot hold a request\n",
+				ring);
+			return -EINVAL;
+		}
 		seg_max = min(seg_max, ring - 2);
+	}
 	seg_max = min_t(u32, seg_max, USHRT_MAX);
 	if (vb->bio_path)
 		seg_max = min_t(u32, seg_max, VBB_BIO_MAX_SEGS);
@@ -143,7 +273,13 @@ int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim)
 	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_SIZE_MAX,
 				  struct virtio_blk_config, size_max, &v) && v)
 		size_max = min(size_max, v);
-	lim->max_segment_size = max_t(u32, size_max, PAGE_SIZE);
+	/* the block layer cannot build segments smaller than a page */
+	if (size_max < PAGE_SIZE) {
+		dev_warn(&vdev->dev, "max segment size %u raised to %lu\n",
+			 size_max, PAGE_SIZE);
+		size_max = PAGE_SIZE;
+	}
+	lim->max_segment_size = size_max;
 
 	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_BLK_SIZE,
 				  struct virtio_blk_config, blk_size,
@@ -157,50 +293,22 @@ int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim)
 		lim->logical_block_size = blk_size;
 	}
 
-	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
-				  struct virtio_blk_config, physical_block_exp,
-				  &pexp) && pexp && pexp < 16)
-		lim->physical_block_size = lim->logical_block_size << pexp;
-	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
-				  struct virtio_blk_config, alignment_offset,
-				  &align) && align)
-		lim->alignment_offset = lim->logical_block_size * align;
-	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
-				  struct virtio_blk_config, min_io_size,
-				  &min_io) && min_io)
-		lim->io_min = lim->logical_block_size * min_io;
-	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_TOPOLOGY,
-				  struct virtio_blk_config, opt_io_size,
-				  &opt_io) && opt_io)
-		lim->io_opt = lim->logical_block_size * opt_io;
+	vbb_read_topology(vdev, lim);
 
-	if (virtio_has_feature(vdev, VIRTIO_BLK_F_DISCARD)) {
-		virtio_cread(vdev, struct virtio_blk_config,
-			     discard_sector_alignment, &discard_align);
-		virtio_cread(vdev, struct virtio_blk_config,
-			     max_discard_sectors, &v);
-		lim->max_hw_discard_sectors = v ? v : UINT_MAX;
-		virtio_cread(vdev, struct virtio_blk_config, max_discard_seg,
-			     &discard_segs);
-		if (!discard_segs)
-			discard_segs = seg_max;
-		/* one bio is one range on the bio path */
-		if (vb->bio_path)
-			discard_segs = 1;
-		lim->max_discard_segments = min(discard_segs,
-						VBB_MAX_DISCARD_SEGS);
-		lim->discard_granularity = discard_align ?
-			discard_align << SECTOR_SHIFT :
-			lim->logical_block_size;
-	}
+	if (virtio_has_feature(vdev, VIRTIO_BLK_F_DISCARD))
+		vbb_read_discard(vb, lim, seg_max);
 
 	if (virtio_has_feature(vdev, VIRTIO_BLK_F_WRITE_ZEROES)) {
 		virtio_cread(vdev, struct virtio_blk_config,
 			     max_write_zeroes_sectors, &v);
-		lim->max_write_zeroes_sectors = v ? v : UINT_MAX;
+		lim->max_write_zeroes_sectors =
+			vbb_max_sectors(vdev, "write zeroes", v,
+					lim->logical_block_size);
 	}
 	return 0;
 }
+
+#define VBB_MAX_CAPACITY	((u64)LLONG_MAX >> SECTOR_SHIFT)
 
 static void vbb_update_capacity(struct vbb_dev *vb, bool resize)
 {
@@ -208,6 +316,12 @@ static void vbb_update_capacity(struct vbb_dev *vb, bool resize)
 	u64 capacity;
 
 	virtio_cread(vdev, struct virtio_blk_config, capacity, &capacity);
+	/* the size in bytes must fit loff_t */
+	if (capacity > VBB_MAX_CAPACITY) {
+		dev_warn(&vdev->dev, "capacity %llu sectors capped at %llu\n",
+			 capacity, VBB_MAX_CAPACITY);
+		capacity = VBB_MAX_CAPACITY;
+	}
 	if (resize)
 		dev_info(&vdev->dev, "[%s] new size: %llu 512-byte logical blocks\n",
 			 vb->disk->disk_name, capacity);

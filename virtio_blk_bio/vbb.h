@@ -85,6 +85,7 @@ extern unsigned int vbb_queue_depth;
 blk_status_t vbb_status_to_blk(u8 status);
 blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
 			u32 in_len);
+unsigned int vbb_ring_size(struct vbb_dev *vb);
 void vbb_limits_default(struct vbb_dev *vb, struct queue_limits *lim);
 int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim);
 unsigned int vbb_disk_features(struct vbb_dev *vb);

@@ -441,15 +441,21 @@ struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
 				   struct queue_limits *lim)
 {
 	struct blk_mq_tag_set *set = &vb->tag_set;
-	unsigned int depth = vbb_queue_depth;
+	unsigned int depth = vbb_queue_depth, ring = vbb_ring_size(vb);
 	struct gendisk *disk;
 	int err;
 
 	if (!depth) {
-		depth = vb->vqs[0].vq->num_free;
+		depth = ring;
 		/* without indirect descriptors a request takes two or more */
 		if (!virtio_has_feature(vb->vdev, VIRTIO_RING_F_INDIRECT_DESC))
 			depth /= 2;
+	} else if (depth > ring) {
+		/* more tags than ring entries would only wait for the ring */
+		dev_info(&vb->vdev->dev,
+			 "queue_depth %u capped at the ring size %u\n",
+			 depth, ring);
+		depth = ring;
 	}
 	depth = max(depth, 1U);
 

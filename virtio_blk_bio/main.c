@@ -100,6 +100,32 @@ bool vbb_cache_writeback(struct virtio_device *vdev)
 	return wce && virtio_has_feature(vdev, VIRTIO_BLK_F_FLUSH);
 }
 
+/* cache_type can be switched only if a write-back cache can be flushed. */
+static bool vbb_cache_switchable(struct virtio_device *vdev)
+{
+	return virtio_has_feature(vdev, VIRTIO_BLK_F_CONFIG_WCE) &&
+	       virtio_has_feature(vdev, VIRTIO_BLK_F_FLUSH);
+}
+
+/*
+ * The virtio spec has a device with CONFIG_WCE but without FLUSH start in
+ * write-through mode. One that does not is switched to it: the driver could
+ * never flush its cache, and reports the disk write-through anyway.
+ */
+static void vbb_check_cache_mode(struct virtio_device *vdev)
+{
+	u8 wce;
+
+	if (virtio_has_feature(vdev, VIRTIO_BLK_F_FLUSH) ||
+	    virtio_cread_feature(vdev, VIRTIO_BLK_F_CONFIG_WCE,
+				 struct virtio_blk_config, wce, &wce) || !wce)
+		return;
+	dev_warn(&vdev->dev,
+		 "write-back cache (wce=%u) without FLUSH: switching it to write through\n",
+		 wce);
+	virtio_cwrite8(vdev, offsetof(struct virtio_blk_config, wce), 0);
+}
+
 /*
  * The bio path completes FUA writes by a flush after the write, so it
  * advertises FUA and gets one write + flush instead of the block layer's
@@ -525,7 +551,7 @@ static ssize_t cache_type_store(struct device *dev,
 	struct vbb_dev *vb = disk->private_data;
 	int i, err;
 
-	if (!virtio_has_feature(vb->vdev, VIRTIO_BLK_F_CONFIG_WCE))
+	if (!vbb_cache_switchable(vb->vdev))
 		return -EPERM;
 	i = sysfs_match_string(vbb_cache_types, buf);
 	if (i < 0)
@@ -576,8 +602,7 @@ static umode_t vbb_attr_visible(struct kobject *kobj, struct attribute *a,
 {
 	struct vbb_dev *vb = dev_to_disk(kobj_to_dev(kobj))->private_data;
 
-	if (a == &dev_attr_cache_type.attr &&
-	    !virtio_has_feature(vb->vdev, VIRTIO_BLK_F_CONFIG_WCE))
+	if (a == &dev_attr_cache_type.attr && !vbb_cache_switchable(vb->vdev))
 		return 0444;
 	return a->mode;
 }
@@ -631,6 +656,7 @@ static int vbb_probe(struct virtio_device *vdev)
 	err = vbb_read_limits(vb, &lim);
 	if (err)
 		goto out_del_vqs;
+	vbb_check_cache_mode(vdev);
 
 	if (vb->bio_path)
 		vb->disk = vbb_bio_create_disk(vb, &lim);

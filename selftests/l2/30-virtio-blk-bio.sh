@@ -2,8 +2,10 @@
 # check: slow-on 6.12 -- on a 6.12 L2 under TCG its L3 guest has reset itself (triple fault, no message) in 2 of the last 2 runs and L2 then panicked in KVM (corrupted stack end); passes on 6.1; under investigation
 # virtio_blk_bio, both submission paths, in one L3 guest with QEMU's virtio-blk
 # devices: data integrity (fio verify=crc32c, ext4), plug batching, discard and
-# write zeroes, read-only, I/O errors, a 16-entry ring, capacity change over QMP,
-# poll queues; and, device-side, the order of writes and flushes for O_SYNC and
+# write zeroes, read-only, I/O errors, a 16-entry ring without indirect descriptors,
+# capacity change over QMP, poll queues, config limits checked at probe (4K blocks
+# with topology, discard and write-zeroes limits below one block), queue_depth
+# capped at the ring; and, device-side, the order of writes and flushes for O_SYNC and
 # fsync'ed writes (QEMU blklogwrites log parsed here in L2).
 # The in-L3 part is selftests/virtio_blk_bio/l3-tests.sh.
 # Optional argument: the use_bio values to test (default "0 1").
@@ -24,6 +26,7 @@ ro_md5=$(head -c 1048576 "$T/ro.img" | md5sum | cut -d' ' -f1)
 truncate -s 64M "$T/resize.img"
 truncate -s 64M "$T/err.img"
 truncate -s 64M "$T/small.img"
+truncate -s 64M "$T/topo.img"
 cat >"$T/blkdebug.conf" <<'EOF'
 [inject-error]
 event = "read_aio"
@@ -50,7 +53,9 @@ qemu_args=(
 	-drive "file=blkdebug:$T/blkdebug.conf:$T/err.img,if=none,id=derr,format=raw"
 	-device virtio-blk-pci,drive=derr,serial=vbb-err
 	-drive "file=$T/small.img,if=none,id=dsmall,format=raw"
-	-device virtio-blk-pci,drive=dsmall,serial=vbb-small,queue-size=16,num-queues=1,write-cache=on
+	-device virtio-blk-pci,drive=dsmall,serial=vbb-small,queue-size=16,num-queues=1,write-cache=on,indirect_desc=off
+	-drive "file=$T/topo.img,if=none,id=dtopo,format=raw,discard=unmap"
+	-device virtio-blk-pci,drive=dtopo,serial=vbb-topo,logical_block_size=4096,physical_block_size=16384,min_io_size=16384,opt_io_size=1048576,max-discard-sectors=1,max-write-zeroes-sectors=1
 )
 
 l3run -t 800 -m 1G -c 2 "$T/l3.sh" "${qemu_args[@]}" >"$T/l3.out" 2>&1 &

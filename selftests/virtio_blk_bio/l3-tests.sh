@@ -9,7 +9,10 @@
 #   vbb-ro      readonly, content md5 in $RO_MD5 (first 1M)
 #   vbb-resize  64M, grown by L2 over QMP when it sees our marker
 #   vbb-err     blkdebug: reads at 4M fail with EIO
-#   vbb-small   queue-size=16, 1 queue, write-cache=on: ring-full paths
+#   vbb-small   queue-size=16, 1 queue, write-cache=on, no indirect descriptors:
+#               ring-full paths (a request takes 3+ of the 16 entries)
+#   vbb-topo    4K logical / 16K physical blocks, io_min 16K, io_opt 1M; discard
+#               and write-zeroes limits of 1 sector (below one block: refused)
 #
 # Environment: RO_MD5 (required), PATHS (default "0 1").
 set -u
@@ -51,7 +54,7 @@ fio_verify() { # disk extra-args...: fio data job with crc32c verification
 wait_disks() {
 	local i
 	for i in $(seq 1 40); do
-		[ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 6 ] && return 0
+		[ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 7 ] && return 0
 		sleep 0.25
 	done
 	return 1
@@ -67,11 +70,12 @@ run_path() {
 
 	echo "# t=${SECONDS}s"
 	check "modprobe virtio_blk_bio use_bio=$ub" modprobe virtio_blk_bio use_bio="$ub"
-	check "all six disks probed" wait_disks
+	check "all seven disks probed" wait_disks
 	DATA=$(disk_by_serial vbb-data) LOG=$(disk_by_serial vbb-log) RO=$(disk_by_serial vbb-ro)
 	RES=$(disk_by_serial vbb-resize) ERR=$(disk_by_serial vbb-err) SMALL=$(disk_by_serial vbb-small)
+	TOPO=$(disk_by_serial vbb-topo)
 	if [ -z "$DATA" ] || [ -z "$LOG" ] || [ -z "$RO" ] || [ -z "$RES" ] || [ -z "$ERR" ] ||
-	   [ -z "$SMALL" ]; then
+	   [ -z "$SMALL" ] || [ -z "$TOPO" ]; then
 		nok "every disk found by its serial (GET_ID)"
 		ls -l /sys/block/; return
 	fi
@@ -209,10 +213,21 @@ run_path() {
 		skip "small ring: io_uring QD64 verify" "fio without io_uring"
 	fi
 	full=$(($(stat_of "$SMALL" ring_full) - full0))
-	if [ "$ub" = 1 ]; then
-		[ "$full" -gt 0 ] && ok "small ring: submitters found the ring full ($full) and waited" ||
-			nok "small ring: submitters found the ring full ($full) and waited"
-	fi
+	[ "$full" -gt 0 ] && ok "small ring: submitters found the ring full ($full) and waited" ||
+		nok "small ring: submitters found the ring full ($full) and waited"
+
+	echo "# t=${SECONDS}s"
+	# --- limits read from the config space, as the driver validated them
+	local q=/sys/block/$TOPO/queue v
+	for v in logical_block_size:4096 physical_block_size:16384 minimum_io_size:16384 \
+		 optimal_io_size:1048576 discard_max_bytes:0 write_zeroes_max_bytes:0; do
+		check "4K disk: ${v%%:*} is ${v#*:}" grep -qx "${v#*:}" "$q/${v%%:*}"
+	done
+	check "4K disk: discard and write-zeroes limits below one block refused" sh -c \
+		"dmesg | grep -q 'discard limit of 1 sectors is below one logical block' &&
+		 dmesg | grep -q 'write zeroes limit of 1 sectors is below one logical block'"
+	check "4K disk: 16k randwrite QD8 verify=crc32c" \
+		fio_verify "$TOPO" --rw=randwrite --bs=16k --iodepth=8 --size=2M
 
 	echo "# t=${SECONDS}s"
 	# --- capacity change: L2 grows the disk when it reads our marker
@@ -234,12 +249,26 @@ run_path() {
 	P=""
 }
 
-# poll queues (blk-mq path only)
+# poll queues, and a queue_depth larger than the rings (blk-mq path only)
 run_poll() {
-	P="use_bio=0 poll_queues=1: "
-	check "modprobe" modprobe virtio_blk_bio use_bio=0 poll_queues=1
+	P="use_bio=0 poll_queues=1 queue_depth=1000: "
+	check "modprobe" modprobe virtio_blk_bio use_bio=0 poll_queues=1 queue_depth=1000
 	wait_disks >/dev/null
-	DATA=$(disk_by_serial vbb-data)
+	DATA=$(disk_by_serial vbb-data) SMALL=$(disk_by_serial vbb-small)
+	check "queue_depth capped at the 16-entry ring (message)" \
+		sh -c "dmesg | grep -q 'queue_depth 1000 capped at the ring size 16'"
+	# without an I/O scheduler nr_requests is the tag set depth, and plugged
+	# requests go to ->queue_rqs: 16 tags of 3+ entries overflow the ring there
+	echo none >"/sys/block/$SMALL/queue/scheduler"
+	check "small ring: nr_requests is the ring size (16)" \
+		grep -qx 16 "/sys/block/$SMALL/queue/nr_requests"
+	local full0 full
+	full0=$(stat_of "$SMALL" ring_full)
+	check "small ring: QD64 randrw at the capped depth verify=crc32c" \
+		fio_verify "$SMALL" --rw=randrw --bs=4k --iodepth=64 --size=2M --offset=16M
+	full=$(($(stat_of "$SMALL" ring_full) - full0))
+	[ "$full" -gt 0 ] && ok "small ring, no scheduler: ring found full ($full), all I/O verified" ||
+		nok "small ring, no scheduler: ring found full ($full), all I/O verified"
 	check "io_poll enabled on a 2-queue disk" grep -qx 1 "/sys/block/$DATA/queue/io_poll"
 	if fio --enghelp 2>/dev/null | grep -qw io_uring; then
 		check "io_uring hipri randrw verify=crc32c" \

@@ -1,5 +1,4 @@
 #!/bin/bash
-# check: slow-on 6.12 -- on a 6.12 L2 under TCG its L3 guest has reset itself (triple fault, no message) in 2 of the last 2 runs and L2 then panicked in KVM (corrupted stack end); passes on 6.1; under investigation
 # virtio_blk_bio, both submission paths, in one L3 guest with QEMU's virtio-blk
 # devices: data integrity (fio verify=crc32c, ext4), plug batching, discard and
 # write zeroes, read-only, I/O errors, a 16-entry ring without indirect descriptors,

@@ -79,6 +79,12 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 		echo
 		sed 's/^FAIL /- /' failures.txt
 	fi
+	if [ -s reruns.txt ]; then
+		echo
+		echo "## Rows run again (nested-SVM-under-TCG flake, see Documentation/testing.rst)"
+		echo
+		sed 's/^RERUN /- /' reruns.txt
+	fi
 } >table.md
 
 # Targets of the project, each met or not, with the numbers.

@@ -62,23 +62,50 @@ for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
 QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $row
 X
-	rm -f /tmp/watch.stop
+	rm -f /tmp/watch.stop /tmp/l3-stalled
 	watch_cpu /tmp/l3run.$n/output.log &
 	local wpid=$!
+	stall_guard /tmp/l3run.$n &
+	local gpid=$!
 	l3run -t 1800 -m $l3mem -c $queues $f.sh "$@" >$f.out 2>&1
 	local rc=$?
 	touch /tmp/watch.stop
-	wait $wpid
+	wait $wpid $gpid
 	cat $f.out
-	# An L3 that reset itself with no message (the nested-SVM-under-TCG
-	# flake, see Documentation/testing.rst): the row runs once more, said.
-	if [ $rc = 125 ] && [ "${retry:-0}" = 0 ] &&
-	   grep -q 'VM ended without reporting an exit status (qemu rc=0)' $f.out; then
-		echo "@@RERUN $row - the L3 guest reset itself without a message; the row ran again (once)@@"
+	# An L3 that reset itself with no message, or that stopped making any
+	# progress (the nested-SVM-under-TCG flakes, Documentation/testing.rst):
+	# the row runs once more, said.
+	local why=
+	if [ $rc = 125 ] && grep -q 'VM ended without reporting an exit status (qemu rc=0)' $f.out; then
+		why="the L3 guest reset itself without a message"
+	elif [ -e /tmp/l3-stalled ]; then
+		why="the L3 guest printed nothing for ${STALL_SECS}s and was stopped"
+	fi
+	if [ -n "$why" ] && [ "${retry:-0}" = 0 ]; then
+		echo "@@RERUN $row - $why; the row ran again (once)@@"
 		retry=1 l3_row "$row" "$setup" "$@"
 		return
 	fi
-	[ $rc = 0 ] || echo "@@FAIL $row - l3run exit $rc@@"
+	[ $rc = 0 ] || echo "@@FAIL $row - l3run exit $rc${why:+ ($why)}@@"
+}
+
+# stall_guard L3DIR: every workload prints its fio JSON within a few minutes
+# even here; an L3 whose output has not grown for STALL_SECS is hung: stop it.
+STALL_SECS=${STALL_SECS:-300}
+stall_guard() {
+	local dir=$1 size last=-1 since
+	since=$(date +%s)
+	while [ ! -f /tmp/watch.stop ]; do
+		size=$(wc -c <"$dir/output.log" 2>/dev/null || echo 0)
+		if [ "$size" != "$last" ]; then
+			last=$size since=$(date +%s)
+		elif [ $(($(date +%s) - since)) -ge "$STALL_SECS" ]; then
+			touch /tmp/l3-stalled
+			pkill -9 -f "$dir/initrd.img"
+			return
+		fi
+		sleep 2
+	done
 }
 
 wait_sock() { for i in $(seq 1 100); do [ -S "$1" ] && return 0; sleep 0.1; done; return 1; }

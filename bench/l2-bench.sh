@@ -96,7 +96,7 @@ stall_guard() {
 	local dir=$1 size last=-1 since
 	since=$(date +%s)
 	while [ ! -f /tmp/watch.stop ]; do
-		size=$(wc -c <"$dir/output.log" 2>/dev/null || echo 0)
+		size=$({ wc -c <"$dir/output.log"; } 2>/dev/null || echo 0)
 		if [ "$size" != "$last" ]; then
 			last=$size since=$(date +%s)
 		elif [ $(($(date +%s) - since)) -ge "$STALL_SECS" ]; then

@@ -733,6 +733,74 @@ static void vbb_remove(struct virtio_device *vdev)
 	put_disk(vb->disk);
 }
 
+#ifdef CONFIG_PM_SLEEP
+/*
+ * Suspend and hibernation: the virtio core resets the device before
+ * ->restore, so every request must be finished and the rings gone before,
+ * and the rings are built again after.  New submissions wait in the block
+ * layer meanwhile (the queue is frozen).
+ */
+static int vbb_freeze(struct virtio_device *vdev)
+{
+	struct vbb_dev *vb = vdev->priv;
+	struct request_queue *q = vb->disk->queue;
+
+	/* blk-mq waits here for its requests; the bio path is drained below */
+	blk_mq_freeze_queue(q);
+	if (vb->bio_path)
+		vbb_bio_drain(vb);
+	else
+		blk_mq_quiesce_queue(q);
+	flush_work(&vb->config_work);
+
+	mutex_lock(&vb->vdev_mutex);
+	virtio_reset_device(vdev);
+	vb->frozen_vqs = vb->num_vqs;
+	WRITE_ONCE(vb->num_vqs, 0);
+	vdev->config->del_vqs(vdev);
+	mutex_unlock(&vb->vdev_mutex);
+	kfree(vb->vqs);
+	vb->vqs = NULL;
+	dev_info(&vdev->dev, "[%s] frozen\n", vb->disk->disk_name);
+	return 0;
+}
+
+static int vbb_restore(struct virtio_device *vdev)
+{
+	struct vbb_dev *vb = vdev->priv;
+	struct request_queue *q = vb->disk->queue;
+	int err;
+
+	mutex_lock(&vb->vdev_mutex);
+	err = vbb_init_vqs(vb);
+	if (!err && vb->num_vqs != vb->frozen_vqs) {
+		/* the hardware queues and the CPU map were built for the old count */
+		dev_err(&vdev->dev, "restore: %u queues instead of %u\n",
+			vb->num_vqs, vb->frozen_vqs);
+		virtio_reset_device(vdev);
+		vdev->config->del_vqs(vdev);
+		kfree(vb->vqs);
+		vb->vqs = NULL;
+		err = -EIO;
+	}
+	if (err)
+		vb->num_vqs = 0;
+	else
+		virtio_device_ready(vdev);
+	mutex_unlock(&vb->vdev_mutex);
+
+	/* without rings the disk is gone: what waits for it fails, never hangs */
+	if (err)
+		blk_mark_disk_dead(vb->disk);
+	else
+		dev_info(&vdev->dev, "[%s] restored\n", vb->disk->disk_name);
+	if (!vb->bio_path)
+		blk_mq_unquiesce_queue(q);
+	blk_mq_unfreeze_queue(q);
+	return err;
+}
+#endif
+
 static const struct virtio_device_id vbb_id_table[] = {
 	{ VIRTIO_ID_BLOCK, VIRTIO_DEV_ANY_ID },
 	{ 0 },
@@ -756,6 +824,10 @@ static struct virtio_driver vbb_driver = {
 	.probe			= vbb_probe,
 	.remove			= vbb_remove,
 	.config_changed		= vbb_config_changed,
+#ifdef CONFIG_PM_SLEEP
+	.freeze			= vbb_freeze,
+	.restore		= vbb_restore,
+#endif
 };
 
 static int __init vbb_init(void)

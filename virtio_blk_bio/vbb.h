@@ -56,6 +56,8 @@ struct vbb_dev {
 	bool bio_path;
 
 	unsigned int num_vqs;
+	/* num_vqs while suspended (the rings are gone, num_vqs is 0) */
+	unsigned int frozen_vqs;
 	unsigned int io_queues[HCTX_MAX_TYPES];
 	struct vbb_vq *vqs;
 

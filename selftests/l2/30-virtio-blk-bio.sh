@@ -75,6 +75,21 @@ while kill -0 "$l3pid" 2>/dev/null; do
 			echo "# $m: block_resize to $size: $(echo "$reply" | tail -n 1)"
 			resized=$m
 		fi ;;
+	VBB-SUSPEND-*)
+		if [ "$m" != "$resized" ]; then
+			resized=$m
+			# wait until the guest is suspended, then wake it
+			for _ in $(seq 1 120); do
+				st=$( (printf '{"execute":"qmp_capabilities"}\n{"execute":"query-status"}\n'
+					sleep 0.5) | socat -t 1 - "UNIX-CONNECT:$T/qmp.sock" 2>&1 |
+					grep -o '"status": "[a-z-]*"' | tail -n 1)
+				[ "$st" = '"status": "suspended"' ] && break
+				sleep 0.5
+			done
+			reply=$( (printf '{"execute":"qmp_capabilities"}\n{"execute":"system_wakeup"}\n'
+				sleep 1) | socat -t 2 - "UNIX-CONNECT:$T/qmp.sock" 2>&1)
+			echo "# $m: guest $st; system_wakeup: $(echo "$reply" | tail -n 1)"
+		fi ;;
 	esac
 	sleep 0.5
 done

@@ -52,7 +52,16 @@ for k in $kernels; do
 		/^@@JSON / { gsub(/@@/, ""); split($0, a, " "); f = a[2] "__" a[3] "__" a[4] ".json";
 			gsub("/", "_", f); out = dir "/" f; next }
 		/^@@END@@/ { close(out); out = ""; next }
+		/^@@/ || /^vmrun: / { if (out != "") close(out); out = ""; next }
 		out != "" { print > out }' "$res/output.log"
+	# A block cut short (its L3 died while printing it) is not a result.
+	for f in "$res"/json/*.json; do
+		[ -e "$f" ] || continue
+		if ! jq -e . "$f" >/dev/null 2>&1; then
+			echo "@@FAIL ${f##*/} - fio JSON cut short (the L3 guest stopped while printing it); not used@@" >>"$res/output.log"
+			rm -f "$f"
+		fi
+	done
 	grep -h '^@@CPU ' "$res/output.log" | sed 's/@@//g' >"$res/cpu.txt"
 	grep -h '^@@FAIL ' "$res/output.log" | sed 's/@@//g' >"$res/failures.txt"
 	grep -h '^@@RERUN ' "$res/output.log" | sed 's/@@//g' >"$res/reruns.txt"

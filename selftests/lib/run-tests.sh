@@ -54,7 +54,9 @@ for t in "$@"; do
 	# runs once more, said out loud in the results; a second failure stands.
 	# (Only kernel log lines count, "[ seconds] ...": a test's own result
 	# text, such as "kernel log clean (no Oops ...)", is not a message.)
-	if [ "$rc" != 0 ] && grep -q 'vmrun: VM ended without reporting an exit status (qemu rc=0)' /tmp/test.out &&
+	# (A test may report the failure as a "not ok" line and still exit 0.)
+	if { [ "$rc" != 0 ] || grep -q '^not ok' /tmp/test.out; } &&
+	   grep -q 'vmrun: VM ended without reporting an exit status (qemu rc=0)' /tmp/test.out &&
 	   ! grep -E '\[ *[0-9]+\.[0-9]+\] ' /tmp/test.out | grep -Eq "$BAD_RE" &&
 	   [ -z "$(dmesg | grep -E "$BAD_RE")" ]; then
 		echo "# $name: an L3 guest reset itself without a kernel message; first attempt:"

@@ -12,7 +12,9 @@
 #   selftest-load   host only: vhost_blk_test's load mode on /dev/vhost-blk
 # Backing devices (BACKENDS): nullb (null_blk, irqmode=0) and file (a file on ext4
 # on a brd RAM disk; a shorter workload list). Results are printed as fio JSON
-# blocks (bench/workloads.sh) plus @@CPU lines: L2 CPU time per workload.
+# blocks (bench/workloads.sh) plus @@CPU lines: L2 CPU time per workload, and for
+# L3 rows @@KVM lines: the L3 guest's VM exits and injected interrupts, vhost_blk's
+# requests and completion batches, per workload.
 export QUICK=${QUICK:-0} REPS=${REPS:-3}
 BACKENDS=${BACKENDS:-nullb file}
 ROWS=${ROWS:-native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load}
@@ -22,6 +24,15 @@ queues=2
 
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 note() { echo "# $*"; }
+# KVM's own counters, summed over the VMs of L2 (one L3 at a time): VM exits
+# of the L3 guest and interrupts injected into it; then vhost_blk's requests
+# and completion batches (one guest notification each), 0 0 without vhost_blk.
+mount -t debugfs none /sys/kernel/debug 2>/dev/null
+kvmstat() {
+	cat /sys/kernel/debug/kvm/exits /sys/kernel/debug/kvm/irq_injections 2>/dev/null | tr '\n' ' '
+	cat /sys/kernel/debug/vhost-blk/[0-9]*/stats 2>/dev/null |
+		awk '$1 == "reqs" { r += $2 } $1 == "batches" { b += $2 } END { print r + 0, b + 0 }'
+}
 
 modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 submit_queues=$queues \
 	hw_queue_depth=256 gb=4 || exit 1
@@ -38,9 +49,12 @@ watch_cpu() { # l3run-output-file
 				grep '^@@\(START\|JSON\) ' "$f" | tr -d '\r' | sed -n "$((seen + 1)),${n}p" |
 				while read -r line; do
 					case $line in
-					@@START*) busy >/tmp/watch.b0 ;;
+					@@START*) busy >/tmp/watch.b0; kvmstat >/tmp/watch.k0 ;;
 					@@JSON*) set -- ${line//@@/}
-						echo "@@CPU $2 $3 $4 $(($(busy) - $(cat /tmp/watch.b0)))@@" ;;
+						echo "@@CPU $2 $3 $4 $(($(busy) - $(cat /tmp/watch.b0)))@@"
+						read -r e1 i1 r1 c1 <<<"$(kvmstat)"; read -r e0 i0 r0 c0 </tmp/watch.k0
+						[ -n "$c1" ] && [ -n "$c0" ] &&
+							echo "@@KVM $2 $3 $4 $((e1 - e0)) $((i1 - i0)) $((r1 - r0)) $((c1 - c0))@@" ;;
 					esac
 				done
 				seen=$n

@@ -3,7 +3,9 @@
 # and print each fio JSON result between "@@JSON ROW WORKLOAD REP@@" and "@@END@@".
 # Environment: QUICK=1 (fewer workloads, shorter runs), REPS (default 3),
 # MEASURE_CPU=1 (also print "@@CPU ROW WORKLOAD REP BUSY_JIFFIES@@" from /proc/stat;
-# in an L3 guest the L2 host measures instead, see l2-bench.sh).
+# in an L3 guest the L2 host measures instead, see l2-bench.sh). In an L3 guest also
+# "@@GUEST ROW WORKLOAD REP IRQS KICKS@@": virtio-blk queue interrupts and driver
+# notifications (virtio_blk_bio's driver_stats; "-" for other drivers).
 dev=$1 row=$2
 here=$(dirname "$0")
 reps=${REPS:-3}
@@ -20,6 +22,12 @@ fi
 export RAMP=0 DEV=$dev
 
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+# In an L3 guest: interrupts of the virtio-blk request queues, and the kicks
+# (notifications) virtio_blk_bio sent; "-" where the driver does not count.
+virq() { awk '/virtio[0-9]+-req/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; seen = 1 }
+	END { print seen ? n : "-" }' /proc/interrupts; }
+kicks() { awk '$1 == "notifies" { print $2; f = 1 } END { if (!f) print "-" }' \
+	"/sys/block/${dev#/dev/}/driver_stats" 2>/dev/null || echo -; }
 
 for wl in $wls; do
 	IFS=: read -r job RW QD JOBS <<<"$wl"
@@ -31,15 +39,19 @@ for wl in $wls; do
 	esac
 	for rep in $(seq 1 "$reps"); do
 		echo "@@START $row $name $rep@@"
-		b0=$(busy)
+		b0=$(busy) q0=$(virq) k0=$(kicks)
 		fio --output-format=json "$here/fio/$job.fio" >/tmp/fio.json 2>/tmp/fio.err
 		rc=$?
-		b1=$(busy)
+		b1=$(busy) q1=$(virq) k1=$(kicks)
 		if [ $rc = 0 ]; then
 			echo "@@JSON $row $name $rep@@"
 			cat /tmp/fio.json
 			echo "@@END@@"
 			[ "${MEASURE_CPU:-0}" = 1 ] && echo "@@CPU $row $name $rep $((b1 - b0))@@"
+			if [ "${MEASURE_CPU:-0}" != 1 ] && [ "$q0" != - ]; then
+				k=-; [ "$k0" != - ] && [ "$k1" != - ] && k=$((k1 - k0))
+				echo "@@GUEST $row $name $rep $((q1 - q0)) $k@@"
+			fi
 		else
 			echo "@@FAIL $row $name $rep fio exit $rc: $(tail -n 3 /tmp/fio.err | tr '\n' ' ')@@"
 		fi

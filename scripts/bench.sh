@@ -63,6 +63,8 @@ for k in $kernels; do
 		fi
 	done
 	grep -h '^@@CPU ' "$res/output.log" | sed 's/@@//g' >"$res/cpu.txt"
+	grep -h '^@@KVM ' "$res/output.log" | sed 's/@@//g' >"$res/kvm.txt"
+	grep -h '^@@GUEST ' "$res/output.log" | sed 's/@@//g' >"$res/guest.txt"
 	grep -h '^@@FAIL ' "$res/output.log" | sed 's/@@//g' >"$res/failures.txt"
 	grep -h '^@@RERUN ' "$res/output.log" | sed 's/@@//g' >"$res/reruns.txt"
 	cp "$res/l2-console-$attempt.log" "$res/l2-console.log" 2>/dev/null

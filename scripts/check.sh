@@ -112,6 +112,16 @@ report_l2() {
 	done <"$2"
 }
 
+# Host-only, once: the benchmark report on a fixture with known numbers.
+echo "# ==== host (no VM)"
+while IFS= read -r line; do
+	case $line in
+	"ok - "*) result ok "${line#ok - }" ;;
+	"not ok - "*) result "not ok" "${line#not ok - }" ;;
+	"#"*) echo "$line" ;;
+	esac
+done < <(selftests/bench/report-test.sh 2>&1)
+
 for k in "${kernels[@]}"; do
 	rel=$(kernel_rel "$k") || { result "not ok" "[$k] kernel installed"; continue; }
 	series=$(echo "$rel" | sed 's/^\([0-9]*\.[0-9]*\).*/\1/')

@@ -1,0 +1,72 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# report-test.sh: scripts/bench-report.sh on a fixture with known numbers, no VM.
+# fio JSON for five rows x three repetitions of one workload, plus the @@CPU,
+# @@KVM and @@GUEST figures bench.sh extracts; checks the medians, spread, the
+# per-I/O columns, the ratios and every target verdict the fixture implies.
+# Prints TAP-style "ok - " / "not ok - " lines (scripts/check.sh counts them).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+mkdir -p "$d/json"
+fail=0
+ok() { echo "ok - bench report: $*"; }
+nok() { echo "not ok - bench report: $*"; fail=1; }
+check() { local desc=$1; shift; if "$@"; then ok "$desc"; else nok "$desc"; fi; }
+
+wl=4k-randread-qd32
+# fio JSON for one run: row rep iops (4 s, 4 KiB, mean 100 us, p99 300 us)
+run() {
+	local row=$1 rep=$2 iops=$3
+	jq -n --argjson iops "$iops" '{jobs: [{
+		read: {total_ios: ($iops * 4), iops: $iops, bw: ($iops * 4),
+		       lat_ns: {mean: 100000}, clat_ns: {percentile: {"99.000000": 300000}}},
+		write: {total_ios: 0, iops: 0, bw: 0, lat_ns: {mean: 0}, clat_ns: {}}}]}' \
+		>"$d/json/nullb_${row}__${wl}__$rep.json"
+}
+for rep in 1 2 3; do
+	off=$(((rep - 2) * 100))	# 1: -100, 2: median, 3: +100
+	run native $rep $((10000 + off * 10))
+	run qemu-native $rep $((1000 + off))
+	run qsd $rep $((1200 + off))
+	run vhost-blk-mq $rep $((2000 + off))
+	run vhost-blk-bio $rep $((1500 + off))
+	run selftest-load $rep $((7000 + off))
+done
+# The median run of vhost-blk-mq did 8000 I/Os: 4000 exits, 2000 guest
+# interrupts, 1600 kicks, 8000 vhost_blk requests in 2000 batches.
+echo "CPU nullb/native $wl 2 80" >"$d/cpu.txt"	# 80 jiffies / 40000 I/Os = 20 us
+echo "KVM nullb/vhost-blk-mq $wl 2 4000 2100 8000 2000" >"$d/kvm.txt"
+echo "KVM nullb/vhost-blk-mq $wl 1 9999 9999 9999 1" >>"$d/kvm.txt"
+echo "GUEST nullb/vhost-blk-mq $wl 2 2000 1600" >"$d/guest.txt"
+echo "GUEST nullb/qemu-native $wl 2 400 -" >>"$d/guest.txt"
+echo "FAIL nullb/qemu-threads - not run: a reason" >"$d/failures.txt"
+: >"$d/reruns.txt"
+
+if ! "$top/scripts/bench-report.sh" "$d" >"$d/report.log" 2>&1; then
+	nok "bench-report.sh exits 0"; sed 's/^/#   /' "$d/report.log"; exit 1
+fi
+ok "bench-report.sh exits 0"
+row() { grep "^| $1 |" "$d/table.md" | head -n 1; }
+check "median IOPS, spread, MB/s, latencies, exits/irq/kicks/batch per I/O, ratios of vhost-blk-mq" \
+	test "$(row vhost-blk-mq)" = "| vhost-blk-mq | 2000 | 10% | 7.8 | 100 | 300 | - | 0.50 | 0.25 | 0.20 | 4.0 | 0.20 | 2.00 |"
+check "L2 CPU per I/O of native, '-' where nothing was counted" \
+	test "$(row native)" = "| native | 10000 | 20% | 39.1 | 100 | 300 | 20.0 | - | - | - | - | 1.00 | 10.00 |"
+check "interrupts counted, kicks not (stock driver): '-'" \
+	test "$(row qemu-native)" = "| qemu-native | 1000 | 20% | 3.9 | 100 | 300 | - | - | 0.10 | - | - | 0.10 | 1.00 |"
+check "a row that did not run is listed with its reason" grep -q '^- nullb/qemu-threads - not run: a reason$' "$d/table.md"
+t() { grep -F -- "- $1:" "$d/targets.md"; }
+check "target vhost-blk-mq vs aio=native: 2.00x, MET" \
+	test "$(t "vhost-blk-mq vs QEMU aio=native, $wl")" = "- vhost-blk-mq vs QEMU aio=native, $wl: 2.00x (2000 / 1000 IOPS), target 1.60x: MET"
+check "target vhost-blk-mq vs qsd: 1.67x, MET" \
+	test "$(t "vhost-blk-mq vs qemu-storage-daemon, $wl")" = "- vhost-blk-mq vs qemu-storage-daemon, $wl: 1.67x (2000 / 1200 IOPS), target 1.40x: MET"
+check "target vhost-blk-bio vs aio=native: 1.50x, NOT MET" \
+	test "$(t "vhost-blk-bio vs QEMU aio=native, $wl")" = "- vhost-blk-bio vs QEMU aio=native, $wl: 1.50x (1500 / 1000 IOPS), target 1.60x: NOT MET"
+check "target selftest load vs native: 0.70x, NOT MET" \
+	test "$(t "selftest load vs fio native, $wl")" = "- selftest load vs fio native, $wl: 0.70x (7000 / 10000 IOPS), target 0.80x: NOT MET"
+check "targets without numbers are left out, not reported as met" \
+	bash -c "! grep -q 'randwrite\|MET.*not measured' '$d/targets.md'"
+check "bar charts drawn (SVG and PNG)" test -s "$d/iops-nullb.svg" -a -s "$d/iops-nullb.png"
+[ $fail = 0 ] || sed 's/^/#   /' "$d/table.md" "$d/targets.md"
+exit $fail

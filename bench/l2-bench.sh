@@ -155,7 +155,7 @@ for backend in $BACKENDS; do
 		fi
 		case " ${SKIP_ROWS:-} " in
 		*" $r "*)
-			echo "@@FAIL $r - not run: the L2 kernel panicked inside nested KVM (qemu-system-x86) twice during this row@@"
+			echo "@@FAIL $r - not run: L2 died or wedged in nested KVM twice during this row@@"
 			continue ;;
 		esac
 		note "row $r"

@@ -26,31 +26,57 @@ for k in $kernels; do
 			[ -n "${BACKENDS:-}" ] && echo "export BACKENDS='$BACKENDS'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
+		log=$res/attempt-$attempt.log
 		scripts/vm.sh --kernel "$rel" --name "bench-$rel" --timeout 5400 --mem 6G \
-			"$res/run.sh" | tee "$res/attempt-$attempt.log" |
-			grep --line-buffered -E '^# |^@@(START|FAIL|RERUN)' | sed -u 's/^@@START \(.*\)@@/  running \1/'
-		vrc=${PIPESTATUS[0]}
-		cat "$res/attempt-$attempt.log" >>"$res/output.log"
+			"$res/run.sh" >"$log" 2>&1 &
+		vpid=$!
+		tail -n +1 -f --pid=$vpid "$log" |
+			grep --line-buffered -E '^# |^@@(START|FAIL|RERUN)' | sed -u 's/^@@START \(.*\)@@/  running \1/' &
+		# L2 itself can wedge in nested KVM (an L3 vCPU stuck in L2's kernel,
+		# khugepaged and the L3's QEMU blocked; l2-bench.sh's own stall guard
+		# cannot act then): no output for L1_STALL_SECS ends that L2.
+		stalled=0 last=-1 since=$(date +%s)
+		while kill -0 $vpid 2>/dev/null; do
+			size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+			if [ "$size" != "$last" ]; then
+				last=$size since=$(date +%s)
+			elif [ $(($(date +%s) - since)) -ge "${L1_STALL_SECS:-900}" ]; then
+				stalled=1
+				pkill -9 -f "$BUILD/vm/bench-$rel/initrd.img"
+				break
+			fi
+			sleep 5
+		done
+		wait $vpid
+		vrc=$?
+		wait
+		cat "$log" >>"$res/output.log"
 		cp "$BUILD/vm/bench-$rel/console.log" "$res/l2-console-$attempt.log" 2>/dev/null
-		# The L2 kernel panicked in an L3 guest's QEMU (the nested-SVM-under-TCG
-		# flake, Documentation/testing.rst): a fresh L2 runs the interrupted row
-		# and the rest; a row that killed L2 twice is skipped (reported under
-		# "Rows that did not run"); at most 4 L2 boots; the results say so.
-		[ "$vrc" != 0 ] && [ $attempt -lt 4 ] &&
-			grep -q 'Kernel panic - not syncing' "$res/l2-console-$attempt.log" &&
-			grep -q 'Comm: qemu-system-x86' "$res/l2-console-$attempt.log" || break
-		row=$(sed -n 's/^# row \([^ ]*\)$/\1/p' "$res/attempt-$attempt.log" | tail -n 1)
+		# The L2 kernel panicked in an L3 guest's QEMU, or L2 stopped making
+		# progress (the nested-SVM-under-TCG flake, Documentation/testing.rst):
+		# a fresh L2 runs the interrupted row and the rest; a row that killed
+		# L2 twice is skipped (reported under "Rows that did not run"); at
+		# most 4 L2 boots; the results say so.
+		why=
+		if [ "$vrc" != 0 ] && grep -q 'Kernel panic - not syncing' "$res/l2-console-$attempt.log" &&
+			grep -q 'Comm: qemu-system-x86' "$res/l2-console-$attempt.log"; then
+			why="the L2 kernel panicked inside nested KVM (qemu-system-x86)"
+		elif [ $stalled = 1 ]; then
+			why="L2 printed nothing for ${L1_STALL_SECS:-900}s (wedged in nested KVM) and was stopped"
+		fi
+		[ -n "$why" ] && [ $attempt -lt 4 ] || break
+		row=$(sed -n 's/^# row \([^ ]*\)$/\1/p' "$log" | tail -n 1)
 		[ -n "$row" ] || break
 		if [ "$row" = "$from" ]; then
 			skip="$skip $row"
-			echo "@@RERUN $row - the L2 kernel panicked inside nested KVM (qemu-system-x86) during this row again; a fresh L2 runs the rows after it@@" |
+			echo "@@RERUN $row - $why during this row again; a fresh L2 runs the rows after it@@" |
 				tee -a "$res/output.log"
 		else
-			echo "@@RERUN $row - the L2 kernel panicked inside nested KVM (qemu-system-x86) during this row; it and the rows after it ran again in a fresh L2@@" |
+			echo "@@RERUN $row - $why during this row; it and the rows after it ran again in a fresh L2@@" |
 				tee -a "$res/output.log"
 		fi
 		from=$row
-		echo "bench: L2 died in nested KVM during $row; attempt $((attempt + 1)) starts there"
+		echo "bench: L2 died or wedged in nested KVM during $row; attempt $((attempt + 1)) starts there"
 		attempt=$((attempt + 1))
 	done
 	echo "bench: VM finished in $(($(date +%s) - start))s (status $vrc, $attempt L2 boot(s))"

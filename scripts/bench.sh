@@ -65,6 +65,8 @@ for k in $kernels; do
 			why="the L2 kernel panicked inside nested KVM (qemu-system-x86)"
 		elif [ $stalled = 1 ]; then
 			why="L2 printed nothing for ${L1_STALL_SECS:-900}s (wedged in nested KVM) and was stopped"
+		elif [ "$vrc" = 125 ] && grep -q 'VM ended without reporting an exit status' "$log"; then
+			why="the L2 VM reset itself without a message (nested KVM)"
 		fi
 		[ -n "$why" ] && [ $attempt -lt 4 ] || break
 		row=$(sed -n 's/^# row \([^ ]*\)$/\1/p' "$log" | tail -n 1)

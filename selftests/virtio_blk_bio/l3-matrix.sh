@@ -17,26 +17,7 @@
 set -u
 PATHS=${PATHS:-0 1}
 BAD_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|lockdep|possible (recursive|circular) locking|blocked for more than|Kernel panic|general protection fault|soft lockup|hard LOCKUP|rcu.*detected stalls?'
-fails=0
-P=""
-
-ok() { echo "ok - $P$*"; }
-nok() { echo "not ok - $P$*"; fails=$((fails + 1)); }
-skip() { echo "ok - $P$1 # SKIP $2"; }
-check() {
-	local desc=$1; shift
-	if "$@" >/tmp/check.out 2>&1; then ok "$desc"; else
-		nok "$desc"; sed 's/^/#   /' /tmp/check.out | tail -n 15; fi
-}
-
-disk_by_serial() {
-	local d
-	for d in /sys/block/vd*; do
-		[ -e "$d/serial" ] || continue
-		[ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && { echo "${d##*/}"; return 0; }
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 
 wait_disks() { # count
 	local i

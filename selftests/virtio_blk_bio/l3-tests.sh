@@ -18,27 +18,7 @@
 set -u
 PATHS=${PATHS:-0 1}
 JOBS=/src/selftests/virtio_blk_bio
-fails=0
-P=""
-
-ok() { echo "ok - $P$*"; }
-nok() { echo "not ok - $P$*"; fails=$((fails + 1)); }
-skip() { echo "ok - $P$1 # SKIP $2"; }
-# check DESC CMD...: ok if CMD succeeds, output shown on failure
-check() {
-	local desc=$1; shift
-	if "$@" >/tmp/check.out 2>&1; then ok "$desc"; else
-		nok "$desc"; sed 's/^/#   /' /tmp/check.out | tail -n 15; fi
-}
-
-disk_by_serial() {
-	local d
-	for d in /sys/block/vd*; do
-		[ -e "$d/serial" ] || continue
-		[ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && { echo "${d##*/}"; return 0; }
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 
 stat_of() { # disk key
 	sed -n "s/^$2 //p" "/sys/block/$1/driver_stats"

@@ -1,6 +1,5 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# check: slow -- 15+ min per kernel on a 2-core TCG host (three L3 boots, a 1 GiB guest, fio); its second phase (new QEMU after kill -9) has timed out on 6.1 and once panicked L2's KVM on 6.12, under investigation
 # End to end, in L2: vhost_blk.ko + vhost-blk-bridge on a brd disk, stock
 # QEMU's vhost-user-blk-pci, an L3 guest with virtio_blk_bio (guest half:
 # selftests/e2e/guest.sh).

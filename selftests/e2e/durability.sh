@@ -4,8 +4,9 @@
 #   selftests/e2e/durability.sh [--kernel 6.1|6.12] [--blocks N]
 # An L1 image is L2's disk; on it (ext4) the bridge's backing file, opened
 # buffered.  The L3 guest writes N known blocks and fsyncs each before
-# reporting it; the whole L2 is then killed with -9 from L1, a fresh L2
-# checks that every reported block is in the backing file.  The same run
+# reporting it (once through each guest path: request and bio); the whole
+# L2 is then killed with -9 from L1, a fresh L2 checks that every reported
+# block is in the backing file.  The same run
 # without the guest's fsync, and with fsync but vhost_blk's flushes dropped
 # (debugfs fault injection), must lose blocks (the test can fail).
 set -u
@@ -67,37 +68,37 @@ run_mode() {
 }
 
 echo "# durability on $kernel: $n blocks per run"
-if r=$(run_mode fsync); then
-	set -- $r
-	echo "# fsync: $1 blocks acknowledged, $2 present after the L2 kill, $3 missing"
-	if [ "$1" = "$n" ] && [ "$3" = 0 ]; then
-		ok "every fsync-acknowledged block survives killing L2 ($2/$1)"
-	else
-		nok "every fsync-acknowledged block survives killing L2 ($2/$1)"
+# expect MODE WANT: WANT "kept" (every acknowledged block present) or "lost"
+# (some missing: the test can fail).
+expect() {
+	local mode=$1 want=$2 r what
+	case $mode in
+	fsync) what="every fsync-acknowledged block survives killing L2 (guest request path)" ;;
+	fsync-bio) what="every fsync-acknowledged block survives killing L2 (guest bio path)" ;;
+	nosync) what="without the guest's fsync, acknowledged writes are lost: the test can fail" ;;
+	dropflush) what="with flushes dropped in vhost_blk, fsync-acknowledged writes are lost: the test can fail" ;;
+	esac
+	# A guest that never finished writing is most likely the nested-SVM
+	# flake of TCG hosts (Documentation/testing.rst): once more, said here.
+	if ! r=$(run_mode "$mode"); then
+		echo "# $mode: the guest did not finish writing; running the mode once more"
+		if ! r=$(run_mode "$mode"); then
+			nok "$mode run completed"
+			return
+		fi
 	fi
-else
-	nok "fsync run completed"
-fi
-if r=$(run_mode nosync); then
 	set -- $r
-	echo "# nosync: $1 blocks acknowledged, $2 present after the L2 kill, $3 missing"
-	if [ "$3" -gt 0 ]; then
-		ok "without the guest's fsync, acknowledged writes are lost ($3/$1): the test can fail"
+	echo "# $mode: $1 blocks acknowledged, $2 present after the L2 kill, $3 missing"
+	if [ "$want" = kept ] && [ "$1" = "$n" ] && [ "$3" = 0 ]; then
+		ok "$what ($2/$1)"
+	elif [ "$want" = lost ] && [ "$1" = "$n" ] && [ "$3" -gt 0 ]; then
+		ok "$what ($3/$1 lost)"
 	else
-		nok "without the guest's fsync, acknowledged writes are lost ($3/$1): the test can fail"
+		nok "$what ($1 acknowledged, $2 present, $3 missing)"
 	fi
-else
-	nok "nosync run completed"
-fi
-if r=$(run_mode dropflush); then
-	set -- $r
-	echo "# dropflush: $1 blocks acknowledged, $2 present after the L2 kill, $3 missing"
-	if [ "$3" -gt 0 ]; then
-		ok "with flushes dropped in vhost_blk, fsync-acknowledged writes are lost ($3/$1): the test can fail"
-	else
-		nok "with flushes dropped in vhost_blk, fsync-acknowledged writes are lost ($3/$1): the test can fail"
-	fi
-else
-	nok "dropflush run completed"
-fi
+}
+expect fsync kept
+expect fsync-bio kept
+expect nosync lost
+expect dropflush lost
 exit $fail

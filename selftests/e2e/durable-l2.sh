@@ -4,9 +4,10 @@
 # on L1 that outlives this L2.
 #   durable-l2.sh write MODE N   ext4 on vda, backing file on it opened
 #        --buffered by the bridge; the L3 guest writes N known blocks
-#        (MODE fsync: each fsync'ed before it is reported; nosync: not;
-#        dropflush: fsync'ed, but vhost_blk acknowledges flushes without
-#        syncing, through its debugfs fault_drop_flush), then this L2 waits
+#        (MODE fsync: each fsync'ed before it is reported, guest request
+#        path; fsync-bio: the same on the guest's bio path; nosync: not
+#        fsync'ed; dropflush: fsync'ed, but vhost_blk acknowledges flushes
+#        without syncing, through its debugfs fault_drop_flush), then this L2 waits
 #        to be killed from L1 (prints KILL-ME-NOW).
 #   durable-l2.sh check N        mount vda, report which of the N blocks
 #        are in the backing file ("BLOCK k present|missing").
@@ -32,22 +33,36 @@ write)
 	dd if=/dev/zero of=$IMG bs=1M count=64 conv=fsync 2>/dev/null || exit 1
 	sync
 	modprobe vhost_blk || exit 1
-	if [ "$mode" = dropflush ]; then
+	bio=0
+	case $mode in
+	dropflush)
 		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 		echo 1 >/sys/kernel/debug/vhost-blk/fault_drop_flush || exit 1
-		mode=fsync
-	fi
+		mode=fsync ;;
+	fsync-bio)
+		bio=1 mode=fsync ;;
+	esac
 	vhost-blk-bridge --socket /tmp/dur.sock --backend $IMG --buffered \
 		--queues 1 >/tmp/dur-bridge.log 2>&1 &
 	for _ in $(seq 50); do [ -S /tmp/dur.sock ] && break; sleep 0.1; done
-	printf '#!/bin/sh\nexec bash /src/selftests/e2e/guest.sh durable %s %s\n' \
-		"$mode" "$n" >/tmp/dur-guest.sh
+	printf '#!/bin/sh\nE2E_BIO=%s exec bash /src/selftests/e2e/guest.sh durable %s %s\n' \
+		"$bio" "$mode" "$n" >/tmp/dur-guest.sh
 	l3run -t 600 /tmp/dur-guest.sh \
 		-object memory-backend-memfd,id=mem,size=1G,share=on \
 		-numa node,memdev=mem -chardev socket,id=c0,path=/tmp/dur.sock \
-		-device vhost-user-blk-pci,chardev=c0,num-queues=1 &
-	# The guest prints DURABLE-DONE and then waits; L1 kills us.
+		-device vhost-user-blk-pci,chardev=c0,num-queues=1 >/tmp/dur-l3.out 2>&1 &
+	# The guest prints DURABLE-DONE and then waits, its QEMU and the
+	# bridge's session alive, until L1 kills this whole L2.  l3run prints
+	# the guest's output only when the guest ends (busybox tail cannot
+	# follow a pid), so read it from vmrun's file.
+	for _ in $(seq 1200); do
+		grep -qs DURABLE-DONE /tmp/l3run.*/output.log && break
+		kill -0 $! 2>/dev/null || break
+		sleep 0.5
+	done
+	cat /tmp/l3run.*/output.log 2>/dev/null | tr -d '\r' | grep -E '^(ACK |DURABLE-DONE|write )'
 	wait
+	sed 's/^/# l3: /' /tmp/dur-l3.out
 	;;
 check)
 	n=$2

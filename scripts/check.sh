@@ -3,8 +3,10 @@
 #
 # For each test kernel (default: 6.1 6.12): checkpatch on every kernel C file and
 # header, a warning-free module build, a sparse build, the VM harness self-tests,
-# then one L2 boot that runs every selftests/l2/*.sh. Prints one TAP-style line per
-# test with the kernel in its name and ends with "N passed, N failed, N skipped".
+# then one L2 boot that runs every selftests/l2/*.sh, then the durability test
+# (selftests/e2e/durability.sh: whole L2 VMs killed from L1). Prints one TAP-style
+# line per test with the kernel in its name and ends with "N passed, N failed,
+# N skipped".
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TOP"
@@ -200,6 +202,19 @@ for k in "${kernels[@]}"; do
 		grep '^vmrun:' "$vmlog" | sed 's/^/#   /'
 		echo "#   console: $BUILD/vm/$vmname/console.log"
 	fi
+
+	# Durability, driven from L1 (it kills whole L2 VMs): a pair of L2 boots
+	# per mode, about 3 minutes per kernel.
+	echo "# durability: selftests/e2e/durability.sh --kernel $rel --blocks 16"
+	nres=0
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) result ok "[$k] durability: ${line#ok - }"; nres=$((nres + 1)) ;;
+		"not ok - "*) result "not ok" "[$k] durability: ${line#not ok - }"; nres=$((nres + 1)) ;;
+		"#"*) echo "$line" ;;
+		esac
+	done < <(selftests/e2e/durability.sh --kernel "$rel" --blocks 16 2>&1)
+	[ $nres = 4 ] || result "not ok" "[$k] durability: 4 results expected, got $nres"
 done
 
 echo "$pass passed, $fail failed, $skip skipped"

@@ -86,9 +86,18 @@ for f in /usr/share/seabios/bios-256k.bin /usr/share/qemu/linuxboot_dma.bin \
 	 /usr/share/qemu/kvmvapic.bin /usr/share/qemu/pvh.bin /usr/share/qemu/multiboot_dma.bin; do
 	[ -f "$f" ] && fw+=(--file "$f:$f")
 done
+# libvirt for selftests/l2/43-libvirt.sh, when installed here (make deps): the
+# monolithic daemon, virsh and the QEMU driver only (about 5.4 MB more in the
+# gzipped image); the test writes its config. Without it the test skips.
+lvdrv=/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so
+lvirt=()
+if [ -x /usr/sbin/libvirtd ] && [ -x /usr/bin/virsh ] && [ -f "$lvdrv" ]; then
+	lvirt=(--bin /usr/sbin/libvirtd --bin /usr/bin/virsh --bin "$lvdrv"
+	       --file /usr/share/libvirt/cpu_map:/usr/share/libvirt/cpu_map)
+fi
 l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" \
 	"$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" \
-	"$warnko")
+	"$warnko" /usr/sbin/libvirtd "$lvdrv")
 if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	echo "vm.sh: building L2 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}" qemu-system-x86_64 qemu-img qemu-storage-daemon \
@@ -96,7 +105,7 @@ if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	xtra=(--file "$warnko:/root/harness_warn.ko")
 	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l2.img" --modules "$l2_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \
-		--file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
+		"${lvirt[@]}" --file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
 		--file "$vmtools/vmrun:/usr/bin/vmrun" --file "$vmtools/l3run:/usr/bin/l3run" \
 		--file "/boot/vmlinuz-$rel:/l3/vmlinuz" --file "$imgdir/l3.img:/l3/initrd.img"
 	echo "$l2key" >"$imgdir/l2.key"

@@ -65,6 +65,17 @@ apt_install build-essential bc kmod cpio xz-utils zstd gzip busybox-static \
 apt_install -t bookworm-backports qemu-system-x86 qemu-utils qemu-block-extra ipxe-qemu seabios
 # qemu-storage-daemon lives in qemu-system-common on bookworm-backports.
 apt_install -t bookworm-backports qemu-system-common
+# libvirt for selftests/l2/43-libvirt.sh (carried into the L2 image by vm.sh):
+# the monolithic libvirtd, the QEMU driver and virsh, from bookworm-backports
+# (11.3, of the same suite as QEMU 10.0; bookworm's 9.0 predates that QEMU).
+# Each package is named with its suite rather than "-t bookworm-backports",
+# which would also take systemd from backports (libvirt-daemon-driver-qemu
+# wants systemd-container, of which bookworm's matches the installed systemd).
+# The tests run libvirtd in the L2 VM only, never on this machine (where, with
+# systemd, Debian's packages enable the libvirtd and virtlogd sockets).
+lv=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-common libvirt0
+    libvirt-daemon-common libvirt-daemon-log)
+apt_install "${lv[@]/%//bookworm-backports}"
 
 # The versioned kernel package a meta-package points at, per series: the bookworm
 # suite has 6.1, bookworm-backports 6.12; both are installed by name, side by side.

@@ -85,6 +85,15 @@ for t in "$@"; do
 		echo "ok - $name # SKIP $(tail -n 1 /tmp/test.out)"
 	elif [ "$rc" = 137 ]; then
 		echo "not ok - $name: killed after ${TEST_TIMEOUT}s"; failed=1
+		# busybox timeout kills the test's shell only: what it started
+		# (L3 QEMUs, a bridge, a storage daemon, fio) would hold devices
+		# and modules and fail the tests after it.
+		left=$(pidof qemu-system-x86_64 vhost-blk-bridge qemu-storage-daemon fio)
+		if [ -n "$left" ]; then
+			echo "#   killed what it left running: $(for p in $left; do cat /proc/$p/comm; done | sort | uniq -c | tr -s ' \n' ' ')"
+			kill -9 $left 2>/dev/null
+			sleep 2
+		fi
 	elif [ "$rc" != 0 ]; then
 		echo "not ok - $name: exit status $rc"; failed=1
 	elif [ "$results" = 0 ]; then

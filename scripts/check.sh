@@ -83,17 +83,45 @@ harness_selftests() { # kernel rel
 }
 
 # run_l2 REL FROM NAME LOG: one L2 boot running the in-VM tests (from test FROM on).
+# An L2 whose console shows a soft lockup in an L3 guest's QEMU is wedged in
+# nested KVM (a CPU stuck in L3, the other waiting on it): it is stopped at
+# once (else it sits until the 3600 s VM timeout) and marked NAME.wedged.
 run_l2() {
+	local con=$BUILD/vm/$3/console.log vpid
 	printf 'export SLOW=%s FROM=%s\nexec /src/selftests/lib/run-tests.sh\n' \
 		"${SLOW:-0}" "$2" >"$out/run-l2.sh"
+	rm -f "$con" "$out/$3.wedged"
 	scripts/vm.sh --kernel "$1" --name "$3" --timeout 3600 "${vmfiles[@]}" \
-		"$out/run-l2.sh" >"$4" 2>&1
+		"$out/run-l2.sh" >"$4" 2>&1 &
+	vpid=$!
+	while kill -0 $vpid 2>/dev/null; do
+		if grep -Eq 'soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \[qemu-system-x86' "$con" 2>/dev/null; then
+			touch "$out/$3.wedged"
+			# by fixed string: the kernel release holds '+' and '.'
+			ps -eo pid=,args= | awk -v s="$BUILD/vm/$3/initrd.img" \
+				'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -9
+			break
+		fi
+		sleep 5
+	done
+	wait $vpid
 }
 
 # nested_kvm_panic CONSOLE: the L2 kernel panicked in the L3 guest's QEMU.
 nested_kvm_panic() {
 	grep -q 'Kernel panic - not syncing' "$1" 2>/dev/null &&
 		grep -q 'Comm: qemu-system-x86' "$1"
+}
+
+# l2_died NAME: why the L2 run NAME ended in nested KVM, if it did.
+l2_died() {
+	if nested_kvm_panic "$BUILD/vm/$1/console.log"; then
+		echo "the L2 kernel panicked inside nested KVM (qemu-system-x86)"
+	elif [ -e "$out/$1.wedged" ]; then
+		echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped"
+	else
+		return 1
+	fi
 }
 
 # report_l2 K LOG CUT: the results of an L2 run; from test CUT on (it was
@@ -171,30 +199,27 @@ for k in "${kernels[@]}"; do
 	fi
 
 	echo "# booting L2 ($rel) for the in-VM tests"
-	run_l2 "$rel" "" "check-$rel" "$out/vm-$rel.log"
+	vmname=check-$rel vmlog=$out/vm-$rel.log attempt=1
+	run_l2 "$rel" "" "$vmname" "$vmlog"
 	rc=$?
-	from=
-	if [ $rc != 0 ] && nested_kvm_panic "$BUILD/vm/check-$rel/console.log"; then
-		# The L2 kernel died inside the L3 guest's QEMU (nested KVM under
-		# TCG): known flake of this kind of host, see
-		# Documentation/testing.rst. The interrupted test and the ones after
-		# it run once more in a fresh L2; said here, never silent.
-		from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$out/vm-$rel.log" | tail -n 1)
-	fi
-	if [ -n "$from" ]; then
-		report_l2 "$k" "$out/vm-$rel.log" "$from"
-		echo "# [$k] the L2 kernel panicked inside nested KVM (qemu-system-x86) during $from:"
-		grep -E 'Kernel panic|BUG:|Comm: qemu-system' "$BUILD/vm/check-$rel/console.log" |
+	# The L2 kernel died or wedged inside the L3 guest's QEMU (nested KVM
+	# under TCG): known flake of this kind of host, see
+	# Documentation/testing.rst. The interrupted test and the ones after it
+	# run again in a fresh L2, at most twice; said here, never silent.
+	while [ $rc != 0 ] && [ $attempt -lt 3 ] && why=$(l2_died "$vmname"); do
+		from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$vmlog" | tail -n 1)
+		[ -n "$from" ] || break
+		report_l2 "$k" "$vmlog" "$from"
+		echo "# [$k] $why during $from:"
+		grep -E 'Kernel panic|BUG:|Comm: qemu-system' "$BUILD/vm/$vmname/console.log" |
 			head -n 4 | sed 's/^/#   /'
-		result ok "[$k] L2 died in nested KVM during $from; $from and the tests after it run again in a fresh L2 (once)"
-		run_l2 "$rel" "$from" "check-$rel-2" "$out/vm-$rel-2.log"
+		result ok "[$k] $why during $from; $from and the tests after it run again in a fresh L2 (attempt $((attempt + 1)) of at most 3)"
+		attempt=$((attempt + 1))
+		vmname=check-$rel-$attempt vmlog=$out/vm-$rel-$attempt.log
+		run_l2 "$rel" "$from" "$vmname" "$vmlog"
 		rc=$?
-		report_l2 "$k" "$out/vm-$rel-2.log" ""
-		vmname=check-$rel-2 vmlog=$out/vm-$rel-2.log
-	else
-		report_l2 "$k" "$out/vm-$rel.log" ""
-		vmname=check-$rel vmlog=$out/vm-$rel.log
-	fi
+	done
+	report_l2 "$k" "$vmlog" ""
 	if [ $rc = 0 ]; then
 		result ok "[$k] L2 VM run completed, kernel log clean"
 	else

@@ -42,9 +42,7 @@ for k in $kernels; do
 				last=$size since=$(date +%s)
 			elif [ $(($(date +%s) - since)) -ge "${L1_STALL_SECS:-900}" ]; then
 				stalled=1
-				# by fixed string: the kernel release holds '+' and '.'
-				ps -eo pid=,args= | awk -v s="$BUILD/vm/bench-$rel/initrd.img" \
-					'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -9
+				kill_vm "bench-$rel"
 				break
 			fi
 			sleep 5

@@ -97,9 +97,7 @@ run_l2() {
 	while kill -0 $vpid 2>/dev/null; do
 		if grep -Eq 'soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \[qemu-system-x86' "$con" 2>/dev/null; then
 			touch "$out/$3.wedged"
-			# by fixed string: the kernel release holds '+' and '.'
-			ps -eo pid=,args= | awk -v s="$BUILD/vm/$3/initrd.img" \
-				'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -9
+			kill_vm "$3"
 			break
 		fi
 		sleep 5

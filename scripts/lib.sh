@@ -48,3 +48,10 @@ inputs_hash() {
 		fi
 	done | md5sum | cut -d' ' -f1
 }
+
+# kill_vm NAME: kill -9 the QEMU of the VM scripts/vm.sh runs as --name NAME
+# (matched by its initrd path, as a fixed string: kernel releases hold '+').
+kill_vm() {
+	ps -eo pid=,args= | awk -v s="$BUILD/vm/$1/initrd.img" \
+		'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -9
+}

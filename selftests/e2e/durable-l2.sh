@@ -8,7 +8,7 @@
 #        path; fsync-bio: the same on the guest's bio path; nosync: not
 #        fsync'ed; dropflush: fsync'ed, but vhost_blk acknowledges flushes
 #        without syncing, through its debugfs fault_drop_flush), then this L2 waits
-#        to be killed from L1 (prints KILL-ME-NOW).
+#        to be killed from L1 (passes on the guest's ACK lines and DURABLE-DONE).
 #   durable-l2.sh check N        mount vda, report which of the N blocks
 #        are in the backing file ("BLOCK k present|missing").
 set -u

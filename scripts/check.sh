@@ -111,12 +111,24 @@ nested_kvm_panic() {
 		grep -q 'Comm: qemu-system-x86' "$1"
 }
 
-# l2_died NAME: why the L2 run NAME ended in nested KVM, if it did.
+# silent_l2_reset NAME RC: the L2 run NAME ended with no status (vmrun's 125)
+# and not one kernel message while an L3 guest ran (l3run's last marker in L2's
+# kernel log is a start): L2 itself reset inside nested KVM.
+silent_l2_reset() {
+	local con=$BUILD/vm/$1/console.log
+	[ "$2" = 125 ] || return 1
+	grep -Eq "$(sed -n "s/^BAD_RE='\(.*\)'$/\1/p" scripts/vm/vmrun)" "$con" && return 1
+	grep -o 'l3run: L3 guest #[0-9]* [a-z]*' "$con" | tail -n 1 | grep -q 'starting$'
+}
+
+# l2_died NAME RC: why the L2 run NAME ended in nested KVM, if it did.
 l2_died() {
 	if nested_kvm_panic "$BUILD/vm/$1/console.log"; then
 		echo "the L2 kernel panicked inside nested KVM (qemu-system-x86)"
 	elif [ -e "$out/$1.wedged" ]; then
 		echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped"
+	elif silent_l2_reset "$1" "$2"; then
+		echo "L2 reset itself with no kernel message while an L3 guest ran"
 	else
 		return 1
 	fi
@@ -204,7 +216,7 @@ for k in "${kernels[@]}"; do
 	# under TCG): known flake of this kind of host, see
 	# Documentation/testing.rst. The interrupted test and the ones after it
 	# run again in a fresh L2, at most twice; said here, never silent.
-	while [ $rc != 0 ] && [ $attempt -lt 3 ] && why=$(l2_died "$vmname"); do
+	while [ $rc != 0 ] && [ $attempt -lt 3 ] && why=$(l2_died "$vmname" "$rc"); do
 		from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$vmlog" | tail -n 1)
 		[ -n "$from" ] || break
 		report_l2 "$k" "$vmlog" "$from"

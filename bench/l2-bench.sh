@@ -11,13 +11,23 @@
 #   vhost-blk-bio   vhost-blk-bridge + /dev/vhost-blk, virtio_blk_bio use_bio=1
 #   selftest-load   host only: vhost_blk_test's load mode on /dev/vhost-blk
 # Backing devices (BACKENDS): nullb (null_blk, irqmode=0) and file (a file on ext4
-# on a brd RAM disk; a shorter workload list). Results are printed as fio JSON
-# blocks (bench/workloads.sh) plus @@CPU lines: L2 CPU time per workload, and for
-# L3 rows @@KVM lines: the L3 guest's VM exits and injected interrupts, vhost_blk's
-# requests and completion batches, per workload.
+# on a brd RAM disk; a shorter workload list and only the rows of the targets).
+# Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
+# CPU time per workload, and for L3 rows @@KVM lines: the L3 guest's VM exits and
+# injected interrupts, vhost_blk's requests and completion batches, per workload.
 export QUICK=${QUICK:-0} REPS=${REPS:-3}
-BACKENDS=${BACKENDS:-nullb file}
-ROWS=${ROWS:-native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load}
+# Default rows: all of them on null_blk; on the file backend (and in a QUICK
+# run, which has no file backend) the rows the targets compare. ROWS set by the
+# caller applies to every backend.
+TARGET_ROWS="native qemu-native qsd vhost-blk-mq vhost-blk-bio"
+if [ "$QUICK" = 1 ]; then
+	BACKENDS=${BACKENDS:-nullb}
+	ROWS=${ROWS:-$TARGET_ROWS selftest-load}
+else
+	BACKENDS=${BACKENDS:-nullb file}
+	FILE_ROWS=${ROWS:-$TARGET_ROWS}
+	ROWS=${ROWS:-native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load}
+fi
 here=/src/bench
 l3mem=1G
 queues=2
@@ -64,18 +74,19 @@ watch_cpu() { # l3run-output-file
 	done
 }
 
-l3_row() { # row driver-setup QEMU_ARGS...
+# l3_row ROW DRIVER-SETUP QEMU_ARGS...: one L3 boot measuring ROW. With
+# NEXT_ROW and NEXT_SETUP set, the same boot then measures NEXT_ROW after
+# NEXT_SETUP (the vhost rows: reload virtio_blk_bio with the other use_bio;
+# one L3 boot less, about 50 s here).
+l3_row() {
 	local row=$1 setup=$2; shift 2
 	local n=0 f=/tmp/l3-${row//\//-}
 	while [ -e /tmp/l3run.$n ]; do n=$((n + 1)); done
-	cat >$f.sh <<X
-modprobe virtio_pci 2>/dev/null
-$setup || exit 1
-for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
-[ -b /dev/vda ] || { echo "@@FAIL $row - no /dev/vda in L3@@"; exit 1; }
-echo none >/sys/block/vda/queue/scheduler 2>/dev/null
-QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $row
-X
+	{
+		echo "modprobe virtio_pci 2>/dev/null"
+		l3_phase "$row" "$setup"
+		[ -n "${NEXT_ROW:-}" ] && l3_phase "$NEXT_ROW" "$NEXT_SETUP"
+	} >$f.sh
 	rm -f /tmp/watch.stop /tmp/l3-stalled
 	watch_cpu /tmp/l3run.$n/output.log &
 	local wpid=$!
@@ -100,7 +111,21 @@ X
 		retry=1 l3_row "$row" "$setup" "$@"
 		return
 	fi
-	[ $rc = 0 ] || echo "@@FAIL $row - l3run exit $rc${why:+ ($why)}@@"
+	if [ $rc != 0 ]; then
+		echo "@@FAIL $row - l3run exit $rc${why:+ ($why)}@@"
+		[ -n "${NEXT_ROW:-}" ] && echo "@@FAIL $NEXT_ROW - l3run exit $rc${why:+ ($why)} (measured in the L3 boot of $row)@@"
+	fi
+}
+
+# l3_phase ROW SETUP: the L3 script's part for one row.
+l3_phase() {
+	cat <<X
+$2 || { echo "@@FAIL $1 - in L3: $2 failed@@"; exit 1; }
+for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
+[ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
+echo none >/sys/block/vda/queue/scheduler 2>/dev/null
+QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $1
+X
 }
 
 # stall_guard L3DIR: every workload prints its fio JSON within a few minutes
@@ -129,7 +154,7 @@ memdev="-object memory-backend-memfd,id=mem,size=$l3mem,share=on -numa node,memd
 # FROM_ROW=backend/row: start at that row (scripts/bench.sh, after the L2 of
 # a first attempt died in nested KVM); earlier rows and backends are skipped.
 # SKIP_ROWS="backend/row ...": rows that killed L2 twice; reported, not run.
-skipping=0
+skipping=0 paired=
 [ -n "${FROM_ROW:-}" ] && skipping=1
 for backend in $BACKENDS; do
 	if [ $skipping = 1 ] && [ "${FROM_ROW%%/*}" != "$backend" ]; then
@@ -147,7 +172,9 @@ for backend in $BACKENDS; do
 	note "backend $backend: $dev"
 	fmt=raw drv=host_device
 	[ -f "$dev" ] && drv=file
-	for row in $ROWS; do
+	rows=$ROWS
+	[ $backend = file ] && rows=${FILE_ROWS:-$ROWS}
+	for row in $rows; do
 		r=$backend/$row
 		if [ $skipping = 1 ]; then
 			[ "$r" = "$FROM_ROW" ] || continue
@@ -190,15 +217,27 @@ for backend in $BACKENDS; do
 				echo "@@FAIL $r - vhost-blk-bridge or /dev/vhost-blk missing@@"; continue
 			fi
 			ub=0; [ $row = vhost-blk-bio ] && ub=1
+			# vhost-blk-bio right after vhost-blk-mq in the list (and
+			# not skipped): measured in mq's L3 boot, same bridge.
+			[ "$paired" = $backend ] && [ $ub = 1 ] && continue
+			next=
+			case " $rows " in *" vhost-blk-mq vhost-blk-bio "*)
+				case " ${SKIP_ROWS:-} " in *" $backend/vhost-blk-bio "*) ;;
+				*) [ $ub = 0 ] && next=$backend/vhost-blk-bio paired=$backend ;; esac ;;
+			esac
 			rm -f /tmp/vb.sock
 			vhost-blk-bridge --socket /tmp/vb.sock --backend "$dev" --queues $queues >/tmp/bridge.log 2>&1 &
 			bpid=$!
 			if wait_sock /tmp/vb.sock; then
-				QUICK=$wlq l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub" $memdev \
+				QUICK=$wlq NEXT_ROW=$next \
+				NEXT_SETUP="rmmod virtio_blk_bio && modprobe virtio_blk_bio use_bio=1" \
+				l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub" $memdev \
 					-chardev socket,id=c0,path=/tmp/vb.sock \
 					-device vhost-user-blk-pci,chardev=c0,num-queues=$queues
 			else
-				echo "@@FAIL $r - vhost-blk-bridge did not start: $(tail -n 2 /tmp/bridge.log)@@"
+				for x in $r $next; do
+					echo "@@FAIL $x - vhost-blk-bridge did not start: $(tail -n 2 /tmp/bridge.log)@@"
+				done
 			fi
 			kill $bpid; wait $bpid 2>/dev/null ;;
 		selftest-load)

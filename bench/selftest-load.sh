@@ -5,7 +5,7 @@
 dev=$1 row=$2
 reps=${REPS:-3}
 if [ "${QUICK:-0}" = 1 ]; then secs=${RUNTIME:-2}; shapes="randread:32 randwrite:32"
-else secs=${RUNTIME:-4}; shapes="randread:1 randwrite:1 randread:32 randwrite:32 randread:128 randwrite:128"; fi
+else secs=${RUNTIME:-3}; shapes="randread:1 randwrite:1 randread:32 randwrite:32 randread:128 randwrite:128"; fi
 what=--bdev; [ -f "$dev" ] && what=--file
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 for s in $shapes; do

@@ -2,8 +2,8 @@
 # bench.sh: make bench. Boots one L2 per kernel (KERNELS, default 6.12) and runs every
 # benchmark row on the same backing device in that boot (bench/l2-bench.sh), then
 # writes results/<date>-<kernel>/: fio's JSON per run, table.md, plots.
-# QUICK=1: fewer workloads and shorter runs (about 10 minutes). REPS=N (default 3),
-# ROWS="...", BACKENDS="nullb file" restrict what runs.
+# QUICK=1: null_blk only, the target rows, fewer workloads, shorter runs (about 10
+# minutes). REPS=N (default 3), ROWS="...", BACKENDS="nullb file" restrict what runs.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TOP"

@@ -83,11 +83,13 @@ harness_selftests() { # kernel rel
 }
 
 # run_l2 REL FROM NAME LOG: one L2 boot running the in-VM tests (from test FROM on).
-# An L2 whose console shows a soft lockup in an L3 guest's QEMU is wedged in
-# nested KVM (a CPU stuck in L3, the other waiting on it): it is stopped at
-# once (else it sits until the 3600 s VM timeout) and marked NAME.wedged.
+# An L2 wedged in nested KVM is stopped at once (else it sits until the 3600 s
+# VM timeout) and marked NAME.wedged: its console shows a soft lockup in an L3
+# guest's QEMU (a CPU stuck in L3, the other waiting on it), or its heartbeat
+# (run-tests.sh, every 30 s on ttyS2 = l3-console.log) stopped for 300 s with
+# not one new kernel line either (L1's QEMU livelocked: seen in make bench).
 run_l2() {
-	local con=$BUILD/vm/$3/console.log vpid
+	local con=$BUILD/vm/$3/console.log hb=$BUILD/vm/$3/l3-console.log vpid now
 	printf 'export SLOW=%s FROM=%s\nexec /src/selftests/lib/run-tests.sh\n' \
 		"${SLOW:-0}" "$2" >"$out/run-l2.sh"
 	rm -f "$con" "$out/$3.wedged"
@@ -97,6 +99,13 @@ run_l2() {
 	while kill -0 $vpid 2>/dev/null; do
 		if grep -Eq 'soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \[qemu-system-x86' "$con" 2>/dev/null; then
 			touch "$out/$3.wedged"
+			kill_vm "$3"
+			break
+		fi
+		now=$(date +%s)
+		if grep -q '^@@ALIVE ' "$hb" 2>/dev/null &&
+		   [ $((now - $(stat -c %Y "$hb"))) -ge 300 ] && [ $((now - $(stat -c %Y "$con"))) -ge 300 ]; then
+			echo "# [$1] no heartbeat from L2 and no kernel line for 300 s" >>"$out/$3.wedged"
 			kill_vm "$3"
 			break
 		fi
@@ -125,6 +134,8 @@ silent_l2_reset() {
 l2_died() {
 	if nested_kvm_panic "$BUILD/vm/$1/console.log"; then
 		echo "the L2 kernel panicked inside nested KVM (qemu-system-x86)"
+	elif [ -s "$out/$1.wedged" ]; then
+		echo "L2 froze in nested KVM (no heartbeat, no kernel line for 300 s) and was stopped"
 	elif [ -e "$out/$1.wedged" ]; then
 		echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped"
 	elif silent_l2_reset "$1" "$2"; then

@@ -40,6 +40,15 @@ for t in "${slow[@]}"; do
 done
 export PATH=/src/selftests/lib:$PATH
 
+# A heartbeat on ttyS2 (the host keeps it as l3-console.log): make check
+# stops an L2 whose heartbeat stops, the silent form of the nested-KVM wedge
+# (L1's QEMU livelocked, no line from L2 at all, not even a soft lockup).
+if [ -c /dev/ttyS2 ]; then
+	(while :; do echo "@@ALIVE $(cut -d' ' -f1 /proc/uptime)@@" >/dev/ttyS2; sleep 30; done) &
+	alive_pid=$!
+	trap 'kill $alive_pid 2>/dev/null' EXIT
+fi
+
 fails=0
 for t in "$@"; do
 	name=$(basename "$t" .sh)

@@ -61,8 +61,7 @@ for k in $kernels; do
 		# L2 twice is skipped (reported under "Rows that did not run"); at
 		# most 4 L2 boots; the results say so.
 		why=
-		if [ "$vrc" != 0 ] && grep -q 'Kernel panic - not syncing' "$res/l2-console-$attempt.log" &&
-			grep -q 'Comm: qemu-system-x86' "$res/l2-console-$attempt.log"; then
+		if [ "$vrc" != 0 ] && nested_kvm_panic "$res/l2-console-$attempt.log"; then
 			why="the L2 kernel panicked inside nested KVM (qemu-system-x86)"
 		elif [ $stalled = 1 ]; then
 			why="L2 printed nothing for ${L1_STALL_SECS:-420}s (wedged in nested KVM) and was stopped"

@@ -84,7 +84,7 @@ harness_selftests() { # kernel rel
 
 # run_l2 REL FROM NAME LOG: one L2 boot running the in-VM tests (from test FROM on).
 # An L2 wedged in nested KVM is stopped at once (else it sits until the 3600 s
-# VM timeout) and marked NAME.wedged: its console shows a soft lockup in an L3
+# VM timeout) and NAME.wedged says why: its console shows a soft lockup in an L3
 # guest's QEMU (a CPU stuck in L3, the other waiting on it), or its heartbeat
 # (run-tests.sh, every 30 s on ttyS2 = l3-console.log) stopped for 300 s with
 # not one new kernel line either (L1's QEMU livelocked: seen in make bench).
@@ -98,14 +98,14 @@ run_l2() {
 	vpid=$!
 	while kill -0 $vpid 2>/dev/null; do
 		if grep -Eq 'soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \[qemu-system-x86' "$con" 2>/dev/null; then
-			touch "$out/$3.wedged"
+			echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped" >"$out/$3.wedged"
 			kill_vm "$3"
 			break
 		fi
 		now=$(date +%s)
 		if grep -q '^@@ALIVE ' "$hb" 2>/dev/null &&
 		   [ $((now - $(stat -c %Y "$hb"))) -ge 300 ] && [ $((now - $(stat -c %Y "$con"))) -ge 300 ]; then
-			echo "# [$1] no heartbeat from L2 and no kernel line for 300 s" >>"$out/$3.wedged"
+			echo "L2 froze in nested KVM (no heartbeat, no kernel line for 300 s) and was stopped" >"$out/$3.wedged"
 			kill_vm "$3"
 			break
 		fi
@@ -114,31 +114,23 @@ run_l2() {
 	wait $vpid
 }
 
-# nested_kvm_panic CONSOLE: the L2 kernel panicked in the L3 guest's QEMU.
-nested_kvm_panic() {
-	grep -q 'Kernel panic - not syncing' "$1" 2>/dev/null &&
-		grep -q 'Comm: qemu-system-x86' "$1"
-}
-
-# silent_l2_reset NAME RC: the L2 run NAME ended with no status (vmrun's 125)
-# and not one kernel message while an L3 guest ran (l3run's last marker in L2's
-# kernel log is a start): L2 itself reset inside nested KVM.
+# silent_l2_reset NAME RC LOG: the L2 run NAME ended with no status (vmrun's
+# 125), vmrun found no bad line in its kernel log, and an L3 guest was running
+# (l3run's last marker in that log is a start): L2 itself reset in nested KVM.
 silent_l2_reset() {
-	local con=$BUILD/vm/$1/console.log
 	[ "$2" = 125 ] || return 1
-	grep -Eq "$(sed -n "s/^BAD_RE='\(.*\)'$/\1/p" scripts/vm/vmrun)" "$con" && return 1
-	grep -o 'l3run: L3 guest #[0-9]* [a-z]*' "$con" | tail -n 1 | grep -q 'starting$'
+	grep -q '^vmrun: kernel log reports a problem' "$3" && return 1
+	grep -o 'l3run: L3 guest #[0-9]* [a-z]*' "$BUILD/vm/$1/console.log" |
+		tail -n 1 | grep -q 'starting$'
 }
 
-# l2_died NAME RC: why the L2 run NAME ended in nested KVM, if it did.
+# l2_died NAME RC LOG: why the L2 run NAME ended in nested KVM, if it did.
 l2_died() {
 	if nested_kvm_panic "$BUILD/vm/$1/console.log"; then
 		echo "the L2 kernel panicked inside nested KVM (qemu-system-x86)"
-	elif [ -s "$out/$1.wedged" ]; then
-		echo "L2 froze in nested KVM (no heartbeat, no kernel line for 300 s) and was stopped"
 	elif [ -e "$out/$1.wedged" ]; then
-		echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped"
-	elif silent_l2_reset "$1" "$2"; then
+		cat "$out/$1.wedged"
+	elif silent_l2_reset "$1" "$2" "$3"; then
 		echo "L2 reset itself with no kernel message while an L3 guest ran"
 	else
 		return 1
@@ -227,7 +219,7 @@ for k in "${kernels[@]}"; do
 	# under TCG): known flake of this kind of host, see
 	# Documentation/testing.rst. The interrupted test and the ones after it
 	# run again in a fresh L2, at most twice; said here, never silent.
-	while [ $rc != 0 ] && [ $attempt -lt 3 ] && why=$(l2_died "$vmname" "$rc"); do
+	while [ $rc != 0 ] && [ $attempt -lt 3 ] && why=$(l2_died "$vmname" "$rc" "$vmlog"); do
 		from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$vmlog" | tail -n 1)
 		[ -n "$from" ] || break
 		report_l2 "$k" "$vmlog" "$from"

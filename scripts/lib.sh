@@ -55,3 +55,9 @@ kill_vm() {
 	ps -eo pid=,args= | awk -v s="$BUILD/vm/$1/initrd.img" \
 		'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -9
 }
+
+# nested_kvm_panic CONSOLE: the L2 kernel panicked in the L3 guest's QEMU.
+nested_kvm_panic() {
+	grep -q 'Kernel panic - not syncing' "$1" 2>/dev/null &&
+		grep -q 'Comm: qemu-system-x86' "$1"
+}

@@ -72,7 +72,7 @@ for t in "$@"; do
 	   ! grep -E '\[ *[0-9]+\.[0-9]+\] ' /tmp/test.out | grep -Eq "$BAD_RE" &&
 	   [ -z "$(dmesg | grep -E "$BAD_RE")" ]; do
 		echo "# $name: an L3 guest reset itself without a kernel message; attempt $attempt:"
-		sed 's/^/#   '$attempt': /' /tmp/test.out | grep -E '^#   [0-9]: (not ok|vmrun)' | head -n 20
+		grep -E '^(not ok|vmrun)' /tmp/test.out | head -n 20 | sed "s/^/#   $attempt: /"
 		attempt=$((attempt + 1))
 		echo "ok - $name: run again after an L3 guest reset with no kernel message (attempt $attempt of at most 3)"
 		dmesg -c >/dev/null

@@ -23,8 +23,8 @@
 #define VBB_MINORS	(1 << VBB_PART_BITS)
 
 static bool use_bio;
-module_param(use_bio, bool, 0444);
-MODULE_PARM_DESC(use_bio, "Use the bio path (->submit_bio) instead of blk-mq requests (default N)");
+module_param(use_bio, bool, 0644);
+MODULE_PARM_DESC(use_bio, "Use the bio path (->submit_bio) instead of blk-mq requests (default N; read when a device is probed)");
 
 static unsigned int num_request_queues;
 module_param(num_request_queues, uint, 0444);
@@ -642,7 +642,7 @@ static int vbb_probe(struct virtio_device *vdev)
 	vdev->priv = vb;
 	vb->vdev = vdev;
 	vb->index = index;
-	vb->bio_path = use_bio;
+	vb->bio_path = READ_ONCE(use_bio);
 	mutex_init(&vb->vdev_mutex);
 	INIT_WORK(&vb->config_work, vbb_config_work);
 	atomic_set(&vb->inflight, 0);

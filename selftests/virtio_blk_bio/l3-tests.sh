@@ -289,10 +289,34 @@ run_poll() {
 	P=""
 }
 
+# use_bio is read when a device is probed: written at runtime, it switches
+# one disk by unbind/bind while the others keep the path they were probed with
+run_switch() {
+	local vdev i
+	P="use_bio switched at runtime: "
+	check "modprobe virtio_blk_bio use_bio=0" modprobe virtio_blk_bio use_bio=0
+	wait_disks >/dev/null
+	DATA=$(disk_by_serial vbb-data) SMALL=$(disk_by_serial vbb-small)
+	vdev=$(basename "$(readlink -f "/sys/block/$DATA/device")")
+	check "use_bio=1 written to /sys/module/virtio_blk_bio/parameters/use_bio" \
+		sh -c 'echo 1 >/sys/module/virtio_blk_bio/parameters/use_bio'
+	check "unbind $vdev (the data disk)" \
+		sh -c "echo $vdev >/sys/bus/virtio/drivers/virtio_blk_bio/unbind"
+	check "bind $vdev again" sh -c "echo $vdev >/sys/bus/virtio/drivers/virtio_blk_bio/bind"
+	for i in $(seq 1 40); do DATA=$(disk_by_serial vbb-data) && break; sleep 0.25; done
+	check "rebound data disk reports the bio path" grep -qx "path bio" "/sys/block/$DATA/driver_stats"
+	check "the disk not rebound keeps the request path" grep -qx "path mq" "/sys/block/$SMALL/driver_stats"
+	check "rebound disk: fio randwrite 4k QD16 verify=crc32c" \
+		fio_verify "$DATA" --rw=randwrite --bs=4k --iodepth=16 --offset=128M
+	check "rmmod" rmmod virtio_blk_bio
+	P=""
+}
+
 [ -n "${RO_MD5:-}" ] || { echo "not ok - RO_MD5 not set"; exit 1; }
 for ub in $PATHS; do
 	run_path "$ub"
 done
 run_poll
+run_switch
 echo "# $fails failed"
 [ "$fails" = 0 ]

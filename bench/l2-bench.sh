@@ -49,50 +49,70 @@ modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 submit_queues=$queues \
 modprobe vhost_blk || note "vhost_blk did not load"
 modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null
 
-# Measure L2's CPU between the START and JSON markers an L3 guest prints.
-watch_cpu() { # l3run-output-file
-	local f=$1 seen=0 n b0=0 line
-	while [ ! -f /tmp/watch.stop ]; do
-		if [ -f "$f" ]; then
-			n=$(grep -c '^@@\(START\|JSON\) ' "$f")
-			if [ "$n" -gt "$seen" ]; then
-				grep '^@@\(START\|JSON\) ' "$f" | tr -d '\r' | sed -n "$((seen + 1)),${n}p" |
-				while read -r line; do
-					case $line in
-					@@START*) busy >/tmp/watch.b0; kvmstat >/tmp/watch.k0 ;;
-					@@JSON*) set -- ${line//@@/}
+# follow_l3 FILE: pass an L3 guest's output (l3run's output file) on as it
+# comes, line by line, so a row cut short (its L3 or L2 died) keeps the runs it
+# finished; and measure L2's CPU and KVM's counters between each run's START and
+# JSON markers (the @@CPU and @@KVM lines follow the run's @@END@@). Ends after
+# /tmp/watch.stop appears, with one last pass.
+follow_l3() {
+	local f=$1 seen=0 n last=0 line
+	while :; do
+		[ -f /tmp/watch.stop ] && last=1
+		n=$({ wc -l <"$f"; } 2>/dev/null || echo 0)
+		if [ "$n" -gt "$seen" ]; then
+			sed -n "$((seen + 1)),${n}p" "$f" | tr -d '\r' |
+			while IFS= read -r line; do
+				case $line in
+				@@VM-EXIT*) continue ;;
+				@@START*) busy >/tmp/watch.b0; kvmstat >/tmp/watch.k0 ;;
+				@@JSON*)
+					set -- ${line//@@/}
+					{
 						echo "@@CPU $2 $3 $4 $(($(busy) - $(cat /tmp/watch.b0)))@@"
 						read -r e1 i1 r1 c1 <<<"$(kvmstat)"; read -r e0 i0 r0 c0 </tmp/watch.k0
 						[ -n "$c1" ] && [ -n "$c0" ] &&
-							echo "@@KVM $2 $3 $4 $((e1 - e0)) $((i1 - i0)) $((r1 - r0)) $((c1 - c0))@@" ;;
-					esac
-				done
-				seen=$n
-			fi
+							echo "@@KVM $2 $3 $4 $((e1 - e0)) $((i1 - i0)) $((r1 - r0)) $((c1 - c0))@@"
+					} >/tmp/watch.pending ;;
+				@@END@@)
+					echo "$line"
+					cat /tmp/watch.pending 2>/dev/null
+					rm -f /tmp/watch.pending
+					continue ;;
+				esac
+				printf '%s\n' "$line"
+			done
+			seen=$n
 		fi
+		[ $last = 1 ] && break
 		sleep 0.2
 	done
+	rm -f /tmp/watch.pending
 }
 
-# l3_row ROW DRIVER-SETUP QEMU_ARGS...: one L3 boot measuring ROW. With
-# NEXT_ROW and NEXT_SETUP set, the same boot then measures NEXT_ROW after
-# NEXT_SETUP (the vhost rows: reload virtio_blk_bio with the other use_bio;
-# one L3 boot less, about 50 s here).
+# l3_row ROW DRIVER-SETUP QEMU_ARGS...: one L3 boot measuring ROW on its disk
+# /dev/vda. With PAIR_ROW set (the vhost-blk rows), the guest has two disks and
+# measures ROW on vda (request path) and PAIR_ROW on vdb (bio path) in
+# alternation; DRIVER-SETUP is not used then.
 l3_row() {
 	local row=$1 setup=$2; shift 2
 	local n=0 f=/tmp/l3-${row//\//-}
 	while [ -e /tmp/l3run.$n ]; do n=$((n + 1)); done
 	{
 		echo "modprobe virtio_pci 2>/dev/null"
-		l3_phase "$row" "$setup"
-		[ -n "${NEXT_ROW:-}" ] && l3_phase "$NEXT_ROW" "$NEXT_SETUP"
+		if [ -n "${PAIR_ROW:-}" ]; then
+			l3_pair_phase "$row" "$PAIR_ROW"
+		else
+			l3_phase "$row" "$setup"
+		fi
 	} >$f.sh
-	rm -f /tmp/watch.stop /tmp/l3-stalled
-	watch_cpu /tmp/l3run.$n/output.log &
+	rm -f /tmp/watch.stop /tmp/l3-stalled /tmp/watch.pending
+	follow_l3 /tmp/l3run.$n/output.log &
 	local wpid=$!
 	stall_guard /tmp/l3run.$n &
 	local gpid=$!
-	l3run -t 1800 -m $l3mem -c $queues $f.sh "$@" >$f.out 2>&1
+	# The guest's output reaches ours through follow_l3; $f.out keeps
+	# l3run's and vmrun's own messages.
+	l3run -t 1800 -m $l3mem -c $queues $f.sh "$@" >/dev/null 2>$f.out
 	local rc=$?
 	touch /tmp/watch.stop
 	wait $wpid $gpid
@@ -113,7 +133,7 @@ l3_row() {
 	fi
 	if [ $rc != 0 ]; then
 		echo "@@FAIL $row - l3run exit $rc${why:+ ($why)}@@"
-		[ -n "${NEXT_ROW:-}" ] && echo "@@FAIL $NEXT_ROW - l3run exit $rc${why:+ ($why)} (measured in the L3 boot of $row)@@"
+		[ -n "${PAIR_ROW:-}" ] && echo "@@FAIL $PAIR_ROW - l3run exit $rc${why:+ ($why)} (measured in the L3 boot of $row)@@"
 	fi
 }
 
@@ -125,6 +145,27 @@ for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 [ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
 QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $1
+X
+}
+
+# l3_pair_phase ROW ROW2: virtio_blk_bio binds both disks on the request path,
+# then vdb moves to the bio path (use_bio written, vdb unbound and bound);
+# workloads.sh alternates between them.
+l3_pair_phase() {
+	cat <<X
+fail() { echo "@@FAIL $1 - in L3: \$*@@"; echo "@@FAIL $2 - in L3: \$*@@"; exit 1; }
+modprobe virtio_blk_bio use_bio=0 || fail "modprobe virtio_blk_bio failed"
+for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
+[ -b /dev/vdb ] || fail "no /dev/vdb"
+v=\$(basename "\$(readlink -f /sys/block/vdb/device)")
+echo 1 >/sys/module/virtio_blk_bio/parameters/use_bio || fail "use_bio not writable"
+echo \$v >/sys/bus/virtio/drivers/virtio_blk_bio/unbind && echo \$v >/sys/bus/virtio/drivers/virtio_blk_bio/bind ||
+	fail "rebinding \$v failed"
+for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
+grep -qx "path mq" /sys/block/vda/driver_stats || fail "vda is not on the request path"
+grep -qx "path bio" /sys/block/vdb/driver_stats || fail "vdb is not on the bio path"
+echo none >/sys/block/vda/queue/scheduler
+QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
 X
 }
 
@@ -147,7 +188,7 @@ stall_guard() {
 	done
 }
 
-wait_sock() { for i in $(seq 1 100); do [ -S "$1" ] && return 0; sleep 0.1; done; return 1; }
+wait_sock() { local i; for i in $(seq 1 100); do [ -S "$1" ] && return 0; sleep 0.1; done; return 1; }
 
 memdev="-object memory-backend-memfd,id=mem,size=$l3mem,share=on -numa node,memdev=mem"
 
@@ -218,29 +259,38 @@ for backend in $BACKENDS; do
 			if ! command -v vhost-blk-bridge >/dev/null || [ ! -c /dev/vhost-blk ]; then
 				echo "@@FAIL $r - vhost-blk-bridge or /dev/vhost-blk missing@@"; continue
 			fi
-			ub=0; [ $row = vhost-blk-bio ] && ub=1
 			# vhost-blk-bio right after vhost-blk-mq in the list (and
-			# not skipped): measured in mq's L3 boot, same bridge.
-			next=
-			case " $rows " in *" vhost-blk-mq vhost-blk-bio "*)
-				case " ${SKIP_ROWS:-} " in *" $backend/vhost-blk-bio "*) ;;
-				*) [ $ub = 0 ] && next=$backend/vhost-blk-bio paired=$backend ;; esac ;;
-			esac
-			rm -f /tmp/vb.sock
-			vhost-blk-bridge --socket /tmp/vb.sock --backend "$dev" --queues $queues >/tmp/bridge.log 2>&1 &
-			bpid=$!
-			if wait_sock /tmp/vb.sock; then
-				QUICK=$wlq NEXT_ROW=$next \
-				NEXT_SETUP="rmmod virtio_blk_bio && modprobe virtio_blk_bio use_bio=1" \
-				l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub" $memdev \
-					-chardev socket,id=c0,path=/tmp/vb.sock \
-					-device vhost-user-blk-pci,chardev=c0,num-queues=$queues
-			else
-				for x in $r $next; do
-					echo "@@FAIL $x - vhost-blk-bridge did not start: $(tail -n 2 /tmp/bridge.log)@@"
-				done
+			# not skipped): both measured in one L3 boot, a disk each
+			# (two bridges, two vhost_blk devices on $dev), alternating.
+			pair= ndev=1
+			if [ $row = vhost-blk-mq ]; then
+				case " $rows " in *" vhost-blk-mq vhost-blk-bio "*)
+					case " ${SKIP_ROWS:-} " in *" $backend/vhost-blk-bio "*) ;;
+					*) pair=$backend/vhost-blk-bio paired=$backend ndev=2 ;; esac ;;
+				esac
 			fi
-			kill $bpid; wait $bpid 2>/dev/null ;;
+			bpids= qargs=() ok=1
+			for d in $(seq 1 $ndev); do
+				rm -f /tmp/vb$d.sock
+				vhost-blk-bridge --socket /tmp/vb$d.sock --backend "$dev" --queues $queues \
+					>/tmp/bridge$d.log 2>&1 &
+				bpids="$bpids $!"
+				if ! wait_sock /tmp/vb$d.sock; then
+					ok=0
+					for x in $r $pair; do
+						echo "@@FAIL $x - vhost-blk-bridge did not start: $(tail -n 2 /tmp/bridge$d.log)@@"
+					done
+					break
+				fi
+				qargs+=(-chardev socket,id=c$d,path=/tmp/vb$d.sock
+					-device vhost-user-blk-pci,chardev=c$d,num-queues=$queues)
+			done
+			if [ $ok = 1 ]; then
+				ub=0; [ $row = vhost-blk-bio ] && ub=1
+				QUICK=$wlq PAIR_ROW=$pair l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub" \
+					$memdev "${qargs[@]}"
+			fi
+			kill $bpids; wait $bpids 2>/dev/null ;;
 		selftest-load)
 			if [ -x $here/selftest-load.sh ]; then
 				QUICK=$wlq $here/selftest-load.sh "$dev" "$r"

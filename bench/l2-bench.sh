@@ -30,7 +30,11 @@ else
 fi
 here=/src/bench
 l3mem=1G
-queues=2
+# L3 guests get L3_CPUS vCPUs (default 1) and every device that many queues:
+# with two, the nested-SVM-under-TCG flake ended an L3 guest or its L2 every
+# few minutes of a bench run here (scripts/bench.sh, Documentation/testing.rst).
+l3cpus=${L3_CPUS:-1}
+queues=$l3cpus
 
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 note() { echo "# $*"; }
@@ -80,7 +84,7 @@ follow_l3() {
 					continue ;;
 				esac
 				printf '%s\n' "$line"
-			done
+			done | tee -a /tmp/l3-results.log
 			seen=$n
 		fi
 		[ $last = 1 ] && break
@@ -112,7 +116,7 @@ l3_row() {
 	local gpid=$!
 	# The guest's output reaches ours through follow_l3; $f.out keeps
 	# l3run's and vmrun's own messages.
-	l3run -t 1800 -m $l3mem -c $queues $f.sh "$@" >/dev/null 2>$f.out
+	l3run -t 1800 -m $l3mem -c $l3cpus $f.sh "$@" >/dev/null 2>$f.out
 	local rc=$?
 	touch /tmp/watch.stop
 	wait $wpid $gpid
@@ -127,8 +131,12 @@ l3_row() {
 		why="the L3 guest printed nothing for ${STALL_SECS}s and was stopped"
 	fi
 	if [ -n "$why" ] && [ "${retry:-0}" = 0 ]; then
-		echo "@@RERUN $row - $why; the row ran again (once)@@"
-		retry=1 l3_row "$row" "$setup" "$@"
+		# resumed after the workloads it finished
+		local finished
+		finished=$(/src/bench/done-workloads.sh /tmp/l3-results.log "$row" ${PAIR_ROW:+"$PAIR_ROW"} | tr '\n' ' ')
+		finished=${finished% }
+		echo "@@RERUN $row - $why; the row ran again (once)${finished:+ after the workloads it had finished ($finished)}@@"
+		SKIP_WLS="${SKIP_WLS:-} $finished" retry=1 l3_row "$row" "$setup" "$@"
 		return
 	fi
 	if [ $rc != 0 ]; then
@@ -144,7 +152,7 @@ $2 || { echo "@@FAIL $1 - in L3: $2 failed@@"; exit 1; }
 for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 [ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
-QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $1
+QUICK=$QUICK REPS=$REPS SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
 X
 }
 
@@ -165,7 +173,7 @@ for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
 grep -qx "path mq" /sys/block/vda/driver_stats || fail "vda is not on the request path"
 grep -qx "path bio" /sys/block/vdb/driver_stats || fail "vdb is not on the bio path"
 echo none >/sys/block/vda/queue/scheduler
-QUICK=$QUICK REPS=$REPS /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
+QUICK=$QUICK REPS=$REPS SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
 X
 }
 
@@ -194,6 +202,7 @@ memdev="-object memory-backend-memfd,id=mem,size=$l3mem,share=on -numa node,memd
 
 # FROM_ROW=backend/row: start at that row (scripts/bench.sh, after the L2 of
 # a first attempt died in nested KVM); earlier rows and backends are skipped.
+# FROM_DONE="workload ...": what FROM_ROW had finished then (not run again).
 # SKIP_ROWS="backend/row ...": rows that killed L2 twice; reported, not run.
 skipping=0 paired=
 [ -n "${FROM_ROW:-}" ] && skipping=1
@@ -223,12 +232,24 @@ for backend in $BACKENDS; do
 		fi
 		case " ${SKIP_ROWS:-} " in
 		*" $r "*)
-			echo "@@FAIL $r - not run: L2 died or wedged in nested KVM twice during this row@@"
+			echo "@@FAIL $r - not run: L2 died or wedged in nested KVM twice during this row, with no workload finished in between@@"
 			continue ;;
 		esac
 		# measured in vhost-blk-mq's L3 boot (below)
 		[ $row = vhost-blk-bio ] && [ "$paired" = $backend ] && continue
-		note "row $r"
+		# vhost-blk-bio right after vhost-blk-mq in the list (and not
+		# skipped): both measured in one L3 boot, a disk each.
+		pair=
+		if [ $row = vhost-blk-mq ]; then
+			case " $rows " in *" vhost-blk-mq vhost-blk-bio "*)
+				case " ${SKIP_ROWS:-} " in *" $backend/vhost-blk-bio "*) ;;
+				*) pair=$backend/vhost-blk-bio ;; esac ;;
+			esac
+		fi
+		SKIP_WLS=
+		[ "$r" = "${FROM_ROW:-}" ] && SKIP_WLS=${FROM_DONE:-}
+		export SKIP_WLS
+		note "row $r${pair:+ and $pair}"
 		case $row in
 		native)
 			QUICK=$wlq MEASURE_CPU=1 $here/workloads.sh "$dev" "$r" ;;
@@ -259,16 +280,10 @@ for backend in $BACKENDS; do
 			if ! command -v vhost-blk-bridge >/dev/null || [ ! -c /dev/vhost-blk ]; then
 				echo "@@FAIL $r - vhost-blk-bridge or /dev/vhost-blk missing@@"; continue
 			fi
-			# vhost-blk-bio right after vhost-blk-mq in the list (and
-			# not skipped): both measured in one L3 boot, a disk each
-			# (two bridges, two vhost_blk devices on $dev), alternating.
-			pair= ndev=1
-			if [ $row = vhost-blk-mq ]; then
-				case " $rows " in *" vhost-blk-mq vhost-blk-bio "*)
-					case " ${SKIP_ROWS:-} " in *" $backend/vhost-blk-bio "*) ;;
-					*) pair=$backend/vhost-blk-bio paired=$backend ndev=2 ;; esac ;;
-				esac
-			fi
+			# with $pair: two bridges, two /dev/vhost-blk devices on
+			# $dev, a disk each in the guest, runs alternating
+			ndev=1
+			[ -n "$pair" ] && ndev=2 paired=$backend
 			bpids= qargs=() ok=1
 			for d in $(seq 1 $ndev); do
 				rm -f /tmp/vb$d.sock

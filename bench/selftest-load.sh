@@ -11,6 +11,7 @@ busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 for s in $shapes; do
 	rw=${s%%:*} qd=${s#*:}
 	name=4k-$rw-qd$qd
+	case " ${SKIP_WLS:-} " in *" $name "*) echo "# $row: $name already measured"; continue ;; esac
 	for rep in $(seq 1 "$reps"); do
 		echo "@@START $row $name $rep@@"
 		b0=$(busy)

@@ -4,6 +4,12 @@
 # writes results/<date>-<kernel>/: fio's JSON per run, table.md, plots.
 # QUICK=1: null_blk only, the target rows, fewer workloads, shorter runs (about 10
 # minutes). REPS=N (default 3), ROWS="...", BACKENDS="nullb file" restrict what runs.
+# L3_CPUS (default 1): the L3 guests' vCPUs and their devices' queues. One,
+# because with two the nested-SVM-under-TCG flake (Documentation/testing.rst)
+# ended an L3 guest or its L2 every few minutes of a bench run here, and with
+# one it was not seen (24 L3 boots of selftests/flake/nested-stress.sh). On a
+# host with working KVM, L3_CPUS=2 or 4 measures multiqueue. L2_CPUS
+# (default 2): L2's vCPUs.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TOP"
@@ -15,19 +21,20 @@ for k in $kernels; do
 	rel=$(kernel_rel "$k") || exit 1
 	res=$TOP/results/$stamp-$rel
 	mkdir -p "$res/json"
-	echo "bench: kernel $rel, QUICK=${QUICK:-0}, results in $res"
+	echo "bench: kernel $rel, QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-1}, results in $res"
 	start=$(date +%s)
 	: >"$res/output.log"
-	from= skip= attempt=1
+	from= finished= skip= attempt=1
 	while :; do
 		{
-			echo "export QUICK=${QUICK:-0} REPS=${REPS:-3} FROM_ROW='$from' SKIP_ROWS='$skip'"
+			echo "export QUICK=${QUICK:-0} REPS=${REPS:-3} FROM_ROW='$from' FROM_DONE='$finished' SKIP_ROWS='$skip'"
 			[ -n "${ROWS:-}" ] && echo "export ROWS='$ROWS'"
 			[ -n "${BACKENDS:-}" ] && echo "export BACKENDS='$BACKENDS'"
+			[ -n "${L3_CPUS:-}" ] && echo "export L3_CPUS='$L3_CPUS'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
-		scripts/vm.sh --kernel "$rel" --name "bench-$rel" --timeout 5400 --mem 6G \
+		scripts/vm.sh --kernel "$rel" --name "bench-$rel" --timeout 5400 --mem 6G --smp "${L2_CPUS:-2}" \
 			"$res/run.sh" >"$log" 2>&1 &
 		vpid=$!
 		tail -n +1 -f --pid=$vpid "$log" |
@@ -57,9 +64,11 @@ for k in $kernels; do
 		cp "$BUILD/vm/bench-$rel/console.log" "$res/l2-console-$attempt.log" 2>/dev/null
 		# The L2 kernel panicked in an L3 guest's QEMU, or L2 stopped making
 		# progress (the nested-SVM-under-TCG flake, Documentation/testing.rst):
-		# a fresh L2 runs the interrupted row and the rest; a row that killed
-		# L2 twice is skipped (reported under "Rows that did not run"); at
-		# most 4 L2 boots; the results say so.
+		# a fresh L2 resumes the interrupted row after the workloads it had
+		# finished (all its runs printed whole), then runs the rest; a row
+		# that killed L2 twice without finishing a workload in between is
+		# skipped (reported under "Rows that did not run"); at most 6 L2
+		# boots; the results say so.
 		why=
 		if [ "$vrc" != 0 ] && nested_kvm_panic "$res/l2-console-$attempt.log"; then
 			why="the L2 kernel panicked inside nested KVM (qemu-system-x86)"
@@ -68,15 +77,21 @@ for k in $kernels; do
 		elif [ "$vrc" = 125 ] && grep -q 'VM ended without reporting an exit status' "$log"; then
 			why="the L2 VM reset itself without a message (nested KVM)"
 		fi
-		[ -n "$why" ] && [ $attempt -lt 4 ] || break
-		row=$(sed -n 's/^# row \([^ ]*\)$/\1/p' "$log" | tail -n 1)
+		[ -n "$why" ] && [ $attempt -lt 6 ] || break
+		# "# row R" or "# row R and R2" (the vhost pair)
+		rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$log" | tail -n 1)
+		read -r row row2 <<<"$rowline"
 		[ -n "$row" ] || break
-		if [ "$row" = "$from" ]; then
-			skip="$skip $row"
-			echo "@@RERUN $row - $why during this row again; a fresh L2 runs the rows after it@@" |
+		prev=$finished
+		finished=$(REPS=${REPS:-3} bench/done-workloads.sh "$res/output.log" "$row" $row2 | tr '\n' ' ')
+		finished=${finished% }
+		if [ "$row" = "$from" ] && [ "$finished" = "$prev" ]; then
+			skip="$skip $row $row2"
+			finished=
+			echo "@@RERUN $row - $why during this row again, no workload finished in between; a fresh L2 runs the rows after it@@" |
 				tee -a "$res/output.log"
 		else
-			echo "@@RERUN $row - $why during this row; it and the rows after it ran again in a fresh L2@@" |
+			echo "@@RERUN $row - $why during this row; a fresh L2 resumed it${finished:+ after the workloads it had finished ($finished)} and ran the rows after it@@" |
 				tee -a "$res/output.log"
 		fi
 		from=$row

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # The nested-SVM-under-TCG flake, reproduced without any project code: from L1,
 #   selftests/flake/nested-stress.sh [--kernel 6.1|6.12] [--secs N]
-#       [--kvm-amd "PARAMS"] [--l3-cpus N] [--thp always|madvise|never]
+#       [--kvm-amd "PARAMS"] [--l2-cpus N] [--l3-cpus N] [--thp always|madvise|never]
 #       [--memfd] [--qemu-arg ARG]...
 # boots one L2 that starts L3 guests back to back for N seconds (default 600),
 # each running 4k random fio at depth 32 (15 s read, 15 s write) on QEMU's own
@@ -14,12 +14,13 @@
 # lists what it measured.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
-kernel=6.12 secs=600 kvm_amd= l3c=2 thp= memfd=0 qargs=()
+kernel=6.12 secs=600 kvm_amd= l2c=2 l3c=2 thp= memfd=0 qargs=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=$2; shift 2 ;;
 	--secs) secs=$2; shift 2 ;;
 	--kvm-amd) kvm_amd=$2; shift 2 ;;
+	--l2-cpus) l2c=$2; shift 2 ;;
 	--l3-cpus) l3c=$2; shift 2 ;;
 	--thp) thp=$2; shift 2 ;;
 	--memfd) memfd=1; shift ;;
@@ -70,5 +71,5 @@ done
 echo "# $n L3 boots, $bad without status 0"
 L2
 } >"$work/l2-stress.sh"
-exec "$top/scripts/vm.sh" --kernel "$kernel" --name flake-stress --timeout $((secs + 400)) \
+exec "$top/scripts/vm.sh" --kernel "$kernel" --name flake-stress --timeout $((secs + 400)) --smp "$l2c" \
 	"${qargs[@]}" "$work/l2-stress.sh"

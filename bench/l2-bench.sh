@@ -30,10 +30,8 @@ else
 fi
 here=/src/bench
 l3mem=1G
-# L3 guests get L3_CPUS vCPUs (default 1) and every device that many queues:
-# with two, the nested-SVM-under-TCG flake ended an L3 guest or its L2 every
-# few minutes of a bench run here (scripts/bench.sh, Documentation/testing.rst).
-l3cpus=${L3_CPUS:-1}
+# L3 guests get L3_CPUS vCPUs (default 2) and every device that many queues.
+l3cpus=${L3_CPUS:-2}
 queues=$l3cpus
 
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
@@ -123,20 +121,22 @@ l3_row() {
 	cat $f.out
 	# An L3 that reset itself with no message, or that stopped making any
 	# progress (the nested-SVM-under-TCG flakes, Documentation/testing.rst):
-	# the row runs once more, said.
+	# the row runs again in a new L3 guest, said, resuming after the
+	# workloads it finished; again while each boot finishes a workload, at
+	# most 4 boots a row.
 	local why=
 	if [ $rc = 125 ] && grep -q 'VM ended without reporting an exit status (qemu rc=0)' $f.out; then
 		why="the L3 guest reset itself without a message"
 	elif [ -e /tmp/l3-stalled ]; then
 		why="the L3 guest printed nothing for ${STALL_SECS}s and was stopped"
 	fi
-	if [ -n "$why" ] && [ "${retry:-0}" = 0 ]; then
-		# resumed after the workloads it finished
-		local finished
-		finished=$(/src/bench/done-workloads.sh /tmp/l3-results.log "$row" ${PAIR_ROW:+"$PAIR_ROW"} | tr '\n' ' ')
-		finished=${finished% }
-		echo "@@RERUN $row - $why; the row ran again (once)${finished:+ after the workloads it had finished ($finished)}@@"
-		SKIP_WLS="${SKIP_WLS:-} $finished" retry=1 l3_row "$row" "$setup" "$@"
+	local tries=${L3_TRIES:-1} finished
+	finished=$(/src/bench/done-workloads.sh /tmp/l3-results.log "$row" ${PAIR_ROW:+"$PAIR_ROW"} | tr '\n' ' ')
+	finished=${finished% }
+	if [ -n "$why" ] && [ "$tries" -lt 4 ] && { [ "$tries" = 1 ] || [ "$finished" != "${L3_PREV_DONE:-}" ]; }; then
+		echo "@@RERUN $row - $why; the row ran again (L3 boot $((tries + 1)))${finished:+ after the workloads it had finished ($finished)}@@"
+		SKIP_WLS="${SKIP_WLS:-} $finished" L3_TRIES=$((tries + 1)) L3_PREV_DONE=$finished \
+			l3_row "$row" "$setup" "$@"
 		return
 	fi
 	if [ $rc != 0 ]; then

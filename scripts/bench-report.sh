@@ -64,7 +64,7 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 {
 	echo "# Benchmark results: $(basename "$res")"
 	echo
-	echo "L3 guests: ${L3_CPUS:-1} vCPU(s), as many queues per device."
+	echo "L3 guests: ${L3_CPUS:-2} vCPU(s), as many queues per device."
 	echo "Median of the repetitions; spread = (max - min) / median of IOPS. A row cut"
 	echo "short by the nested-KVM flake says how many of the $reps runs it finished."
 	echo "Ratios are of median IOPS, to L2 native and to QEMU aio=native, same backend and workload."
@@ -96,7 +96,7 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 	done
 	if [ -s failures.txt ]; then
 		echo
-		echo "## Rows that did not run"
+		echo "## Rows that did not run or did not finish"
 		echo
 		sed 's/^FAIL /- /' failures.txt
 	fi

@@ -4,12 +4,8 @@
 # writes results/<date>-<kernel>/: fio's JSON per run, table.md, plots.
 # QUICK=1: null_blk only, the target rows, fewer workloads, shorter runs (about 10
 # minutes). REPS=N (default 3), ROWS="...", BACKENDS="nullb file" restrict what runs.
-# L3_CPUS (default 1): the L3 guests' vCPUs and their devices' queues. One,
-# because with two the nested-SVM-under-TCG flake (Documentation/testing.rst)
-# ended an L3 guest or its L2 every few minutes of a bench run here, and with
-# one it was not seen (24 L3 boots of selftests/flake/nested-stress.sh). On a
-# host with working KVM, L3_CPUS=2 or 4 measures multiqueue. L2_CPUS
-# (default 2): L2's vCPUs.
+# L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
+# L2_CPUS (default 2): L2's vCPUs.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TOP"
@@ -21,7 +17,7 @@ for k in $kernels; do
 	rel=$(kernel_rel "$k") || exit 1
 	res=$TOP/results/$stamp-$rel
 	mkdir -p "$res/json"
-	echo "bench: kernel $rel, QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-1}, results in $res"
+	echo "bench: kernel $rel, QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-2}, results in $res"
 	start=$(date +%s)
 	: >"$res/output.log"
 	from= finished= skip= attempt=1
@@ -67,7 +63,7 @@ for k in $kernels; do
 		# a fresh L2 resumes the interrupted row after the workloads it had
 		# finished (all its runs printed whole), then runs the rest; a row
 		# that killed L2 twice without finishing a workload in between is
-		# skipped (reported under "Rows that did not run"); at most 6 L2
+		# skipped (reported under "Rows that did not run or did not finish"); at most 6 L2
 		# boots; the results say so.
 		why=
 		if [ "$vrc" != 0 ] && nested_kvm_panic "$res/l2-console-$attempt.log"; then

@@ -92,7 +92,7 @@ help:
 	@echo '                  CHECK_BUDGET= (4200 s): fresh L2 boots after the nested-KVM flake, testing.rst'
 	@echo '  demo            vhost_blk under stock QEMU end to end, fio table (KERNEL=6.1|6.12)'
 	@echo '  bench           benchmark tables + plots in results/<date>-<kernel>/ (~45 min; QUICK=1: ~10 min;'
-	@echo '                  ROWS=, BACKENDS=, REPS=, L3_CPUS= (default 2): Documentation/benchmarks.rst)'
+	@echo '                  ROWS=, BACKENDS=, WORKLOADS=, REPS=, RUNTIME=, L3_CPUS= (default 2): benchmarks.rst)'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1 PREFIX=/usr/local'
 	@echo 'DKMS: dkms.conf packages both modules (see README)'

@@ -15,7 +15,7 @@
 # Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
 # CPU time per workload, and for L3 rows @@KVM lines: the L3 guest's VM exits and
 # injected interrupts, vhost_blk's requests and completion batches, per workload.
-export QUICK=${QUICK:-0} REPS=${REPS:-3}
+export QUICK=${QUICK:-0} REPS=${REPS:-3} WORKLOADS=${WORKLOADS:-} RUNTIME=${RUNTIME:-}
 # Default rows: all of them on null_blk; on the file backend (and in a QUICK
 # run, which has no file backend) the rows the targets compare. ROWS set by the
 # caller applies to every backend.
@@ -152,7 +152,7 @@ $2 || { echo "@@FAIL $1 - in L3: $2 failed@@"; exit 1; }
 for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 [ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
-QUICK=$QUICK REPS=$REPS SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' RUNTIME='$RUNTIME' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
 X
 }
 
@@ -173,7 +173,7 @@ for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
 grep -qx "path mq" /sys/block/vda/driver_stats || fail "vda is not on the request path"
 grep -qx "path bio" /sys/block/vdb/driver_stats || fail "vdb is not on the bio path"
 echo none >/sys/block/vda/queue/scheduler
-QUICK=$QUICK REPS=$REPS SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' RUNTIME='$RUNTIME' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
 X
 }
 

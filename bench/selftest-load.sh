@@ -12,6 +12,7 @@ for s in $shapes; do
 	rw=${s%%:*} qd=${s#*:}
 	name=4k-$rw-qd$qd
 	case " ${SKIP_WLS:-} " in *" $name "*) echo "# $row: $name already measured"; continue ;; esac
+	[ -z "${WORKLOADS:-}" ] || case " $WORKLOADS " in *" $name "*) ;; *) continue ;; esac
 	for rep in $(seq 1 "$reps"); do
 		echo "@@START $row $name $rep@@"
 		b0=$(busy)

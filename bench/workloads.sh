@@ -6,6 +6,7 @@
 # A B, ...), so a drift of this noisy host during the run falls on both rows alike.
 # Environment: QUICK=1 (fewer workloads, shorter runs), REPS (default 3),
 # SKIP_WLS="name ..." (workloads already measured: a row resumed after the flake),
+# WORKLOADS="name ..." (only these; default all), RUNTIME (seconds a run),
 # MEASURE_CPU=1 (also print "@@CPU ROW WORKLOAD REP BUSY_JIFFIES@@" from /proc/stat;
 # in an L3 guest the L2 host measures instead, see l2-bench.sh). In an L3 guest also
 # "@@GUEST ROW WORKLOAD REP IRQS KICKS@@": virtio-blk queue interrupts and driver
@@ -67,6 +68,7 @@ for wl in $wls; do
 	aio-stress) name=aio-stress-8k-$RW-t64 ;;
 	esac
 	case " ${SKIP_WLS:-} " in *" $name "*) echo "# $row: $name already measured"; continue ;; esac
+	[ -z "${WORKLOADS:-}" ] || case " $WORKLOADS " in *" $name "*) ;; *) continue ;; esac
 	for rep in $(seq 1 "$reps"); do
 		if [ -z "$dev2" ]; then
 			run_one "$dev" "$row" "$name" "$rep"

@@ -3,7 +3,9 @@
 # benchmark row on the same backing device in that boot (bench/l2-bench.sh), then
 # writes results/<date>-<kernel>/: fio's JSON per run, table.md, plots.
 # QUICK=1: null_blk only, the target rows, fewer workloads, shorter runs (about 10
-# minutes). REPS=N (default 3), ROWS="...", BACKENDS="nullb file" restrict what runs.
+# minutes). REPS=N (default 3), ROWS="...", BACKENDS="nullb file" restrict what runs,
+# WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, RUNTIME=S the
+# seconds of each fio run (default 3; QUICK 2).
 # L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
 # L2_CPUS (default 2): L2's vCPUs.
 set -uo pipefail
@@ -27,6 +29,8 @@ for k in $kernels; do
 			[ -n "${ROWS:-}" ] && echo "export ROWS='$ROWS'"
 			[ -n "${BACKENDS:-}" ] && echo "export BACKENDS='$BACKENDS'"
 			[ -n "${L3_CPUS:-}" ] && echo "export L3_CPUS='$L3_CPUS'"
+			[ -n "${WORKLOADS:-}" ] && echo "export WORKLOADS='$WORKLOADS'"
+			[ -n "${RUNTIME:-}" ] && echo "export RUNTIME='$RUNTIME'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log

@@ -9,8 +9,9 @@
 # WORKLOADS="name ..." (only these; default all), RUNTIME (seconds a run),
 # MEASURE_CPU=1 (also print "@@CPU ROW WORKLOAD REP BUSY_JIFFIES@@" from /proc/stat;
 # in an L3 guest the L2 host measures instead, see l2-bench.sh). In an L3 guest also
-# "@@GUEST ROW WORKLOAD REP IRQS KICKS@@": virtio-blk queue interrupts and driver
-# notifications (virtio_blk_bio's driver_stats; "-" for other drivers).
+# "@@GUEST ROW WORKLOAD REP IRQS KICKS BUSY@@": virtio-blk queue interrupts, driver
+# notifications (virtio_blk_bio's driver_stats; "-" for other drivers) and the
+# guest's own busy jiffies (/proc/stat, all vCPUs).
 dev=$1 row=$2 dev2=${3:-} row2=${4:-}
 here=$(dirname "$0")
 reps=${REPS:-3}
@@ -52,7 +53,7 @@ run_one() { # dev row name rep
 		[ "${MEASURE_CPU:-0}" = 1 ] && echo "@@CPU $r $name $rep $((b1 - b0))@@"
 		if [ "${MEASURE_CPU:-0}" != 1 ] && [ "$q0" != - ]; then
 			k=-; [ "$k0" != - ] && [ "$k1" != - ] && k=$((k1 - k0))
-			echo "@@GUEST $r $name $rep $((q1 - q0)) $k@@"
+			echo "@@GUEST $r $name $rep $((q1 - q0)) $k $((b1 - b0))@@"
 		fi
 	else
 		echo "@@FAIL $r $name $rep fio exit $rc: $(tail -n 3 /tmp/fio.err | tr '\n' ' ')@@"

@@ -27,8 +27,9 @@ done
 
 # Per I/O, from "CPU backend/row workload rep jiffies" (L2 CPU, USER_HZ = 100,
 # in us), "KVM ... exits injections reqs batches" (the L3 guest's VM exits;
-# vhost_blk's requests per completion batch) and "GUEST ... irqs kicks" (the L3
-# guest's virtio-blk interrupts and notifications); "-" if unknown.
+# vhost_blk's requests per completion batch) and "GUEST ... irqs kicks busy" (the L3
+# guest's virtio-blk interrupts and notifications, and its own CPU time in
+# jiffies from its /proc/stat); "-" if unknown.
 touch cpu.txt kvm.txt guest.txt
 awk -F'\t' -v OFS='\t' '
 	function load(file, col, arr,   l, f, a) {
@@ -36,15 +37,16 @@ awk -F'\t' -v OFS='\t' '
 			arr[a[1] "|" a[2] "|" f[3] "|" f[4]] = f[col] }
 		close(file) }
 	function per(arr, k, scale, fmt) {
-		if (!(k in arr) || arr[k] == "-" || $9 <= 0) return "-"
+		if (!(k in arr) || arr[k] == "-" || arr[k] == "" || $9 <= 0) return "-"
 		return sprintf(fmt, arr[k] * scale / $9) }
 	BEGIN { load("cpu.txt", 5, cpu); load("kvm.txt", 5, ex); load("guest.txt", 5, irq)
-		load("guest.txt", 6, kick); load("kvm.txt", 7, vreq); load("kvm.txt", 8, vbat) }
+		load("guest.txt", 6, kick); load("guest.txt", 7, gcpu)
+		load("kvm.txt", 7, vreq); load("kvm.txt", 8, vbat) }
 	{ k = $1 "|" $2 "|" $3 "|" $4
 	  b = "-"
 	  if ((k in vbat) && vbat[k] > 0) b = sprintf("%.1f", vreq[k] / vbat[k])
 	  print $0, per(cpu, k, 10000, "%.1f"), per(ex, k, 1, "%.2f"), per(irq, k, 1, "%.2f"),
-		per(kick, k, 1, "%.2f"), b }' runs.tsv >runs-cpu.tsv
+		per(kick, k, 1, "%.2f"), b, per(gcpu, k, 10000, "%.1f") }' runs.tsv >runs-cpu.tsv
 
 # Median and spread per backend/row/workload.
 sort -t$'\t' -k1,1 -k3,3 -k2,2 -k5,5g runs-cpu.tsv | awk -F'\t' -v OFS='\t' '
@@ -52,12 +54,12 @@ sort -t$'\t' -k1,1 -k3,3 -k2,2 -k5,5g runs-cpu.tsv | awk -F'\t' -v OFS='\t' '
 		if (n == 0) return
 		m = int((n + 1) / 2)
 		print key[1], key[2], key[3], n, iops[m], iops[1], iops[n], bw[m], lat[m], p99[m], cpu[m],
-			ex[m], irq[m], kick[m], bat[m]
+			ex[m], irq[m], kick[m], bat[m], gcpu[m]
 	}
 	{ k = $1 FS $2 FS $3
 	  if (k != prev) { flush(); n = 0; prev = k; split(k, key, FS) }
 	  n++; iops[n] = $5; bw[n] = $6; lat[n] = $7; p99[n] = $8; cpu[n] = $10
-	  ex[n] = $11; irq[n] = $12; kick[n] = $13; bat[n] = $14 }
+	  ex[n] = $11; irq[n] = $12; kick[n] = $13; bat[n] = $14; gcpu[n] = $15 }
 	END { flush() }' >summary.tsv
 
 rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load"
@@ -68,7 +70,8 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 	echo "Median of the repetitions; spread = (max - min) / median of IOPS. A row cut"
 	echo "short by the nested-KVM flake says how many of the $reps runs it finished."
 	echo "Ratios are of median IOPS, to L2 native and to QEMU aio=native, same backend and workload."
-	echo "CPU = L2 (host) CPU time per I/O, whole VM, in microseconds. Per I/O of the L3 guest:"
+	echo "CPU = L2 (host) CPU time per I/O, whole VM, in microseconds; guest CPU = the L3 guest's"
+	echo "own CPU time per I/O (its /proc/stat, all vCPUs), in microseconds. Per I/O of the L3 guest:"
 	echo "exits = its VM exits (KVM's counter in L2), irq = its virtio-blk interrupts,"
 	echo "kicks = its notifications to the device (virtio_blk_bio only); batch = requests"
 	echo "vhost_blk retired per completion batch (one guest notification each). Values of the median run."
@@ -77,8 +80,8 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 			echo
 			echo "## $backend: $wl"
 			echo
-			echo "| row | IOPS | spread | MB/s | mean lat us | p99 lat us | CPU us/IO | exits/IO | irq/IO | kicks/IO | batch | x native | x aio=native |"
-			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+			echo "| row | IOPS | spread | MB/s | mean lat us | p99 lat us | CPU us/IO | guest CPU us/IO | exits/IO | irq/IO | kicks/IO | batch | x native | x aio=native |"
+			echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 			nat=$(awk -F'\t' -v b="$backend" -v w="$wl" '$1 == b && $3 == w && $2 == "native" {print $5}' summary.tsv)
 			qn=$(awk -F'\t' -v b="$backend" -v w="$wl" '$1 == b && $3 == w && $2 == "qemu-native" {print $5}' summary.tsv)
 			for row in $rows_order; do
@@ -89,8 +92,8 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 						if (nat > 0) xn = sprintf("%.2f", $5 / nat)
 						if (qn > 0) xq = sprintf("%.2f", $5 / qn)
 						if ($4 < reps) r = r " (" $4 " of " reps " runs)"
-						printf "| %s | %.0f | %.0f%% | %.1f | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", r, $5, sp,
-							$8 / 1024, $9, $10, $11, $12, $13, $14, $15, xn, xq }' summary.tsv
+						printf "| %s | %.0f | %.0f%% | %.1f | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", r, $5, sp,
+							$8 / 1024, $9, $10, $11, $16, $12, $13, $14, $15, xn, xq }' summary.tsv
 			done
 		done
 	done

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # The nested-SVM-under-TCG flake, reproduced without any project code: from L1,
 #   selftests/flake/nested-stress.sh [--kernel 6.1|6.12] [--secs N]
-#       [--kvm-amd "PARAMS"] [--l2-cpus N] [--l3-cpus N] [--thp always|madvise|never]
+#       [--kvm "PARAMS"] [--kvm-amd "PARAMS"] [--l2-cpus N] [--l3-cpus N] [--thp always|madvise|never]
 #       [--memfd] [--qemu-arg ARG]...
 # boots one L2 that starts L3 guests back to back for N seconds (default 600),
 # each running 4k random fio at depth 32 (15 s read, 15 s write) on QEMU's own
@@ -14,11 +14,12 @@
 # lists what it measured.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
-kernel=6.12 secs=600 kvm_amd= l2c=2 l3c=2 thp= memfd=0 qargs=()
+kernel=6.12 secs=600 kvm= kvm_amd= l2c=2 l3c=2 thp= memfd=0 qargs=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=$2; shift 2 ;;
 	--secs) secs=$2; shift 2 ;;
+	--kvm) kvm=$2; shift 2 ;;
 	--kvm-amd) kvm_amd=$2; shift 2 ;;
 	--l2-cpus) l2c=$2; shift 2 ;;
 	--l3-cpus) l3c=$2; shift 2 ;;
@@ -32,16 +33,21 @@ work=$top/build/flake
 mkdir -p "$work"
 # The L2 side; settings are written into it (environment does not reach L2).
 {
-	printf 'SECS=%s KVM_AMD="%s" L3C=%s THP=%s MEMFD=%s\n' "$secs" "$kvm_amd" "$l3c" "$thp" "$memfd"
+	printf 'SECS=%s KVM="%s" KVM_AMD="%s" L3C=%s THP=%s MEMFD=%s\n' "$secs" "$kvm" "$kvm_amd" "$l3c" "$thp" "$memfd"
 	cat <<'L2'
-if [ -n "$KVM_AMD" ]; then
+if [ -n "$KVM$KVM_AMD" ]; then
 	rmmod kvm_amd 2>/dev/null
+	if [ -n "$KVM" ]; then
+		rmmod kvm 2>/dev/null
+		modprobe kvm $KVM || { echo "modprobe kvm $KVM failed"; exit 1; }
+	fi
 	modprobe kvm_amd $KVM_AMD || { echo "modprobe kvm_amd $KVM_AMD failed"; exit 1; }
 fi
 [ -n "$THP" ] && echo "$THP" >/sys/kernel/mm/transparent_hugepage/enabled
 [ -e /dev/kvm ] || modprobe kvm_amd
 echo "# L2: kvm_amd npt=$(cat /sys/module/kvm_amd/parameters/npt 2>/dev/null)" \
 	"vgif=$(cat /sys/module/kvm_amd/parameters/vgif 2>/dev/null)" \
+	"tdp_mmu=$(cat /sys/module/kvm/parameters/tdp_mmu 2>/dev/null)" \
 	"THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)" \
 	"la57: $(grep -c -m1 -w la57 /proc/cpuinfo)"
 modprobe null_blk nr_devices=1 gb=1 irqmode=0 queue_mode=2 || exit 1

@@ -31,13 +31,13 @@ run_mode() {
 	local name=durable-$mode-$kernel out vmpid end qpid acked present missing
 	rm -f "$img" "$pidf" "$top/build/vm/$name/output.log"
 	truncate -s 512M "$img"
-	"$top/scripts/vm.sh" --kernel "$kernel" --timeout 900 --name "$name" \
+	"$top/scripts/vm.sh" --kernel "$kernel" --timeout 300 --name "$name" \
 		--qemu-arg -drive --qemu-arg "file=$img,if=virtio,format=raw,cache=none" \
 		--qemu-arg -pidfile --qemu-arg "$pidf" \
 		"$top/selftests/e2e/durable-l2.sh" write "$mode" "$n" >"$work/$name.out" 2>&1 &
 	vmpid=$!
 	out=$top/build/vm/$name/output.log
-	end=$(($(date +%s) + 900))
+	end=$(($(date +%s) + 300))
 	while [ "$(date +%s)" -le $end ] && kill -0 $vmpid 2>/dev/null; do
 		grep -q DURABLE-DONE "$out" 2>/dev/null && break
 		sleep 1

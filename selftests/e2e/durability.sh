@@ -29,15 +29,16 @@ nok() { echo "not ok - $*"; fail=1; }
 run_mode() {
 	local mode=$1 img=$work/disk-$1.img pidf=$work/l2-$1.pid
 	local name=durable-$mode-$kernel out vmpid end qpid acked present missing
+	local limit=300	# a writing L2 needs about 40 s
 	rm -f "$img" "$pidf" "$top/build/vm/$name/output.log"
 	truncate -s 512M "$img"
-	"$top/scripts/vm.sh" --kernel "$kernel" --timeout 300 --name "$name" \
+	"$top/scripts/vm.sh" --kernel "$kernel" --timeout $limit --name "$name" \
 		--qemu-arg -drive --qemu-arg "file=$img,if=virtio,format=raw,cache=none" \
 		--qemu-arg -pidfile --qemu-arg "$pidf" \
 		"$top/selftests/e2e/durable-l2.sh" write "$mode" "$n" >"$work/$name.out" 2>&1 &
 	vmpid=$!
 	out=$top/build/vm/$name/output.log
-	end=$(($(date +%s) + 300))
+	end=$(($(date +%s) + limit))
 	while [ "$(date +%s)" -le $end ] && kill -0 $vmpid 2>/dev/null; do
 		grep -q DURABLE-DONE "$out" 2>/dev/null && break
 		sleep 1

@@ -67,7 +67,7 @@ build_quiet() { # rel tree-dir [C=2]
 }
 
 harness_selftests() { # kernel rel
-	local k=$1 rel=$2 rc
+	local k=$1 rel=$2 rc spid
 	echo 'echo about to fail; exit 3' >"$out/h-fail.sh"
 	echo 'insmod /root/harness_warn.ko; echo loaded; exit 0' >"$out/h-warn.sh"
 	echo 'echo hanging; while :; do sleep 1; done' >"$out/h-hang.sh"
@@ -80,11 +80,31 @@ harness_selftests() { # kernel rel
 	[ $rc = 126 ] && grep -q loaded "$out/h-warn-$rel.log" &&
 		result ok "[$k] harness: a kernel WARN fails a run whose script exited 0" ||
 		result "not ok" "[$k] harness: a kernel WARN fails a run whose script exited 0 (got $rc, want 126)"
+	# Two VMs killed at their limit: one hangs but runs (its watchdog reports
+	# the blocked tasks), one stops running (its QEMU is stopped once the
+	# script has started): vmrun must tell which. They run side by side.
+	echo 'echo stopping; while :; do sleep 1; done' >"$out/h-stop.sh"
+	scripts/vm.sh --kernel "$rel" --name "harness-stop-$rel" --timeout 60 "$out/h-stop.sh" \
+		>"$out/h-stop-$rel.log" 2>&1 &
+	spid=$!
+	for _ in $(seq 1 100); do
+		grep -q '^stopping' "$out/h-stop-$rel.log" && break
+		sleep 0.5
+	done
+	kill_vm "harness-stop-$rel" STOP
 	scripts/vm.sh --kernel "$rel" --name "harness-hang-$rel" --timeout 60 "$out/h-hang.sh" \
 		>"$out/h-hang-$rel.log" 2>&1; rc=$?
 	[ $rc = 124 ] && [ -s "$BUILD/vm/harness-hang-$rel/console.log" ] &&
 		result ok "[$k] harness: a hanging VM is killed at the timeout, console log kept" ||
 		result "not ok" "[$k] harness: a hanging VM is killed at the timeout, console log kept (got $rc, want 124)"
+	grep -q '^vmrun: the guest was running at its limit' "$out/h-hang-$rel.log" &&
+		grep -q 'Show Blocked State' "$out/h-hang-$rel.log" &&
+		result ok "[$k] harness: a VM that hangs but runs is said to run, with its watchdog's blocked-task report" ||
+		result "not ok" "[$k] harness: a VM that hangs but runs is said to run, with its watchdog's blocked-task report"
+	wait $spid; rc=$?
+	[ $rc = 124 ] && grep -q '^vmrun: the guest had stopped running' "$out/h-stop-$rel.log" &&
+		result ok "[$k] harness: a VM that stops running is killed at the timeout and said to have stopped" ||
+		result "not ok" "[$k] harness: a VM that stops running is killed at the timeout and said to have stopped (got $rc, want 124)"
 }
 
 # run_l2 REL FROM NAME LOG: one L2 boot running the in-VM tests (from test FROM on).

@@ -49,11 +49,12 @@ inputs_hash() {
 	done | md5sum | cut -d' ' -f1
 }
 
-# kill_vm NAME: kill -9 the QEMU of the VM scripts/vm.sh runs as --name NAME
-# (matched by its initrd path, as a fixed string: kernel releases hold '+').
+# kill_vm NAME [SIGNAL]: kill -9 (or send SIGNAL to) the QEMU of the VM
+# scripts/vm.sh runs as --name NAME (matched by its initrd path, as a fixed
+# string: kernel releases hold '+').
 kill_vm() {
 	ps -eo pid=,args= | awk -v s="$BUILD/vm/$1/initrd.img" \
-		'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -9
+		'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -"${2:-9}"
 }
 
 # nested_kvm_panic CONSOLE: the L2 kernel panicked in the L3 guest's QEMU.

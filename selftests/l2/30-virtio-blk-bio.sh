@@ -57,7 +57,7 @@ qemu_args=(
 	-device virtio-blk-pci,drive=dtopo,serial=vbb-topo,logical_block_size=4096,physical_block_size=16384,min_io_size=16384,opt_io_size=1048576,max-discard-sectors=1,max-write-zeroes-sectors=1
 )
 
-l3run -t 800 -m 1G -c 2 "$T/l3.sh" "${qemu_args[@]}" >"$T/l3.out" 2>&1 &
+l3run -t 400 -m 1G -c 2 "$T/l3.sh" "${qemu_args[@]}" >"$T/l3.out" 2>&1 &
 l3pid=$!
 
 # Grow the resize disk by 32M each time L3 writes a new marker into its first sector.

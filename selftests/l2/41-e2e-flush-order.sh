@@ -33,7 +33,7 @@ vhost-blk-bridge --socket $SOCK --backend /dev/ram0 --queues 2 >$BLOG 2>&1 &
 bpid=$!
 for _ in $(seq 50); do [ -S $SOCK ] && break; sleep 0.1; done
 printf '#!/bin/sh\nexec bash /src/selftests/e2e/guest.sh flush\n' >/tmp/e2e-fl-guest.sh
-l3run -t 600 /tmp/e2e-fl-guest.sh \
+l3run -t 300 /tmp/e2e-fl-guest.sh \
 	-object memory-backend-memfd,id=mem,size=1G,share=on -numa node,memdev=mem \
 	-chardev socket,id=c0,path=$SOCK \
 	-device vhost-user-blk-pci,chardev=c0,num-queues=2 | tee /tmp/e2e-fl.out

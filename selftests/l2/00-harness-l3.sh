@@ -17,7 +17,7 @@ if [ "$rc" = 0 ] && echo "$out" | grep -q "l3-marker $(uname -r)"; then
 	echo "ok - l3run boots an L3 guest with nested KVM and returns its output"
 else
 	echo "not ok - l3run boots an L3 guest with nested KVM and returns its output (rc=$rc)"
-	echo "$out" | tail -n 20
+	echo "$out"
 fi
 l3run -t 120 /tmp/l3-fail.sh >/dev/null 2>&1; rc=$?
 [ "$rc" = 7 ] && echo "ok - l3run propagates a failing script's status" ||

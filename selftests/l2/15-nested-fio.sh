@@ -19,6 +19,6 @@ X
 out=$(l3run -t 240 /tmp/l3-fio.sh \
 	-drive file=/tmp/nested-disk.img,if=none,id=d0,format=raw \
 	-device virtio-blk-pci,drive=d0 2>&1); rc=$?
-echo "$out" | tail -n 10
+echo "$out"
 [ "$rc" = 0 ] && echo "ok - L3 fio randwrite verify=crc32c on stock virtio-blk (nested KVM)" ||
 	echo "not ok - L3 fio randwrite verify=crc32c on stock virtio-blk (nested KVM) (rc=$rc)"

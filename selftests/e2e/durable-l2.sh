@@ -36,7 +36,6 @@ write)
 	bio=0
 	case $mode in
 	dropflush)
-		grep -qs " /sys/kernel/debug debugfs " /proc/mounts || mount -t debugfs none /sys/kernel/debug
 		echo 1 >/sys/kernel/debug/vhost-blk/fault_drop_flush || exit 1
 		mode=fsync ;;
 	fsync-bio)

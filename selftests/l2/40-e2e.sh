@@ -55,7 +55,6 @@ bridge_ticks() {
 
 # Requests vhost_blk completed, all devices (its debugfs statistics).
 vhost_reqs() {
-	grep -qs " /sys/kernel/debug debugfs " /proc/mounts || mount -t debugfs none /sys/kernel/debug
 	cat /sys/kernel/debug/vhost-blk/[0-9]*/stats 2>/dev/null |
 		awk '$1 == "reqs" { r += $2 } END { print r + 0 }'
 }

@@ -106,7 +106,7 @@ l3_bg_pid= l3_out=
 # the guest's output only when the guest ends (L2's busybox tail cannot
 # follow a pid), so watch the file vmrun writes it to instead; l3_out names
 # it for forward().  A guest that never gets there is left to reach its own
-# time limit (about 60 s get there normally): then vmrun says whether it
+# time limit (a normal one gets there in about 60 s): then vmrun says if it
 # hung or had stopped running (the nested-SVM flake, which run-tests.sh
 # runs again), and the guest's last lines are shown.
 start_long_guest() {

@@ -75,7 +75,7 @@ for t in "$@"; do
 	   ! grep -E '\[ *[0-9]+\.[0-9]+\] ' /tmp/test.out | grep -Eq "$BAD_RE" &&
 	   [ -z "$(dmesg | grep -E "$BAD_RE")" ]; do
 		echo "# $name: an L3 guest reset itself or stopped running without a kernel message; attempt $attempt:"
-		grep -E '^(not ok|vmrun: [A-Za-z])' /tmp/test.out | head -n 20 | sed "s/^/#   $attempt: /"
+		grep -E '^not ok|vmrun: [A-Za-z]' /tmp/test.out | head -n 20 | sed "s/^/#   $attempt: /"
 		attempt=$((attempt + 1))
 		echo "ok - $name: run again after an L3 guest reset or stopped with no kernel message (attempt $attempt of at most 4)"
 		dmesg -c >/dev/null

@@ -11,7 +11,11 @@ CACHE ?= $(CURDIR)/build/cache
 CC    ?= gcc
 UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(CURDIR)/include/uapi $(EXTRA_UCFLAGS)
 
-TOOLS := tools/vhost-blk-bridge/vhost-blk-bridge selftests/vhost_blk/vhost_blk_test
+TOOLS := tools/vhost-blk-bridge/vhost-blk-bridge selftests/vhost_blk/vhost_blk_test \
+	 tools/cost-plugin/vbmark
+
+# The cost-counting TCG plugin, for the QEMU installed here (make bench).
+PLUGIN := build/plugin/libvbcount.so
 
 # The release KDIR builds for (Debian's headers carry the upstream version in
 # include/config/kernel.release; utsrelease.h has the real one).
@@ -20,7 +24,7 @@ KREL = $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' $(KDIR)/include/ge
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all modules tools clean deps check demo bench help sparse install uninstall
+.PHONY: all modules tools plugin clean deps check demo bench help sparse install uninstall
 
 all: modules tools
 
@@ -43,6 +47,18 @@ selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) inclu
 	@if ls selftests/vhost_blk/*.c >/dev/null 2>&1; then \
 		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
 
+# The guest's marker program: static, so one binary serves every VM image.
+tools/cost-plugin/vbmark: tools/cost-plugin/vbmark.c
+	$(CC) -O2 -Wall -Wextra -static -o $@ $<
+
+plugin: $(PLUGIN)
+
+$(PLUGIN): tools/cost-plugin/vbcount.c
+	@hdr=$$(scripts/qemu-plugin-api.sh "$(CACHE)") || exit 1; \
+	glib=$$(pkg-config --cflags glib-2.0) || { echo "plugin: glib headers missing (make deps)" >&2; exit 1; }; \
+	mkdir -p $(dir $@) && \
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -shared -fPIC -I"$$hdr" $$glib -o $@ $<
+
 # modules_install + depmod for KDIR's kernel, and the bridge into $(PREFIX)/bin.
 # DESTDIR stages everything under another root (modules and depmod included).
 install: all
@@ -61,7 +77,7 @@ uninstall:
 
 clean:
 	@if [ -d "$(KDIR)" ]; then $(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC=clean clean; fi
-	rm -f $(TOOLS)
+	rm -f $(TOOLS) $(PLUGIN)
 	rm -rf build/k build/vm build/check
 
 deps:
@@ -83,7 +99,8 @@ help:
 	@echo 'Targets:'
 	@echo '  all (default)   both modules for KDIR (default: running kernel) + tools'
 	@echo '  modules         vhost_blk/vhost_blk.ko and virtio_blk_bio/virtio_blk_bio.ko'
-	@echo '  tools           vhost-blk-bridge and the vhost_blk selftest driver'
+	@echo '  tools           vhost-blk-bridge, the vhost_blk selftest driver, vbmark (cost windows)'
+	@echo '  plugin          the TCG plugin make bench counts with (QEMU plugin header: make deps)'
 	@echo '  sparse          modules built with sparse (C=2)'
 	@echo '  install         modules into /lib/modules/<rel>/updates (+ depmod), bridge into PREFIX/bin'
 	@echo '  uninstall       remove what install put in place'

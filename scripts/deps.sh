@@ -65,6 +65,11 @@ apt_install build-essential bc kmod cpio xz-utils zstd gzip busybox-static \
 apt_install -t bookworm-backports qemu-system-x86 qemu-utils qemu-block-extra ipxe-qemu seabios
 # qemu-storage-daemon lives in qemu-system-common on bookworm-backports.
 apt_install -t bookworm-backports qemu-system-common
+# make bench counts instructions and VM exits with a TCG plugin built against
+# the plugin API header of this QEMU (from its source package; glib's headers
+# for its types): scripts/qemu-plugin-api.sh fetches the header into build/.
+apt_install libglib2.0-dev pkg-config
+"$(dirname "$0")/qemu-plugin-api.sh" >/dev/null
 # libvirt for selftests/l2/43-libvirt.sh (carried into the L2 image by vm.sh):
 # the monolithic libvirtd, the QEMU driver and virsh, from bookworm-backports
 # (11.3, of the same suite as QEMU 10.0; bookworm's 9.0 predates that QEMU).

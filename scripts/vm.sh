@@ -3,7 +3,8 @@
 #
 # usage: scripts/vm.sh [--kernel 6.1|6.12|REL] [--timeout SEC] [--mem 4G] [--smp 2]
 #                      [--name NAME] [--file SRC[:DST]]... [--bin NAME|PATH]...
-#                      [--qemu-arg ARG]... [--accel kvm|tcg] SCRIPT [ARGS...]
+#                      [--qemu-arg ARG]... [--accel kvm|tcg] [--plugin SO[,ARGS]]
+#                      [--print-accel] SCRIPT [ARGS...]
 #
 # Builds both modules for the kernel and the userspace tools, assembles the L2 image
 # (cached under build/img/REL) and boots it: KVM when a short canary boot proves KVM
@@ -11,6 +12,9 @@
 # the script's output and exits with its status; a VM that hangs is killed at the
 # timeout (exit 124); Oops/BUG/WARNING/KASAN/lockdep/hung-task lines in the kernel log
 # fail the run (exit 126). Logs: build/vm/NAME/{console.log,output.log,l3-console.log}.
+# --plugin loads a TCG plugin into the L2 QEMU when it runs on TCG (make bench's
+# cost counts, tools/cost-plugin); --print-accel builds the images, prints the
+# accelerator a VM would get (kvm or tcg) and exits.
 #
 # Inside L2: the project's modules in /lib/modules/REL/extra (modprobe vhost_blk,
 # modprobe virtio_blk_bio), /src/selftests, the tools in /usr/bin, and
@@ -22,7 +26,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-kernel=6.1 timeout=600 mem=4G smp=2 name= accel=
+kernel=6.1 timeout=600 mem=4G smp=2 name= accel= plugin= print_accel=0
 files=() bins=() qargs=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -35,14 +39,20 @@ while [ $# -gt 0 ]; do
 	--bin) bins+=(--bin "$2"); shift 2 ;;
 	--qemu-arg) qargs+=("$2"); shift 2 ;;
 	--accel) accel=$2; shift 2 ;;
+	--plugin) plugin=$2; shift 2 ;;
+	--print-accel) print_accel=1; shift ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "vm.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
-[ $# -gt 0 ] || { echo "vm.sh: no script given (see --help)" >&2; exit 2; }
-script=$1; shift
-[ -f "$script" ] || { echo "vm.sh: script $script not found" >&2; exit 2; }
+if [ $print_accel = 0 ]; then
+	[ $# -gt 0 ] || { echo "vm.sh: no script given (see --help)" >&2; exit 2; }
+	script=$1; shift
+	[ -f "$script" ] || { echo "vm.sh: script $script not found" >&2; exit 2; }
+else
+	script=accel
+fi
 
 rel=$(kernel_rel "$kernel")
 name=${name:-$(basename "$script" .sh)-$rel}
@@ -63,20 +73,21 @@ common_bins=(bash fio mke2fs mkfs.ext4 e2fsck fsck.ext4 blkdiscard fstrim falloc
 l3_mods="virtio_pci virtio_blk null_blk ext4 loop"
 l2_mods="virtio_pci virtio_blk vhost vhost_iotlb null_blk brd loop kvm_amd ext4 tun"
 tool_bins=()
-for t in "$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test"; do
+vbmark=$TOP/tools/cost-plugin/vbmark
+for t in "$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" "$vbmark"; do
 	[ -x "$t" ] && tool_bins+=(--file "$t:/usr/bin/$(basename "$t")")
 done
 
 # L3 image: the guest side (virtio_blk_bio + tests).
 warnko=$BUILD/k/$rel/warn_on/harness_warn.ko
-l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" "$warnko")
+l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" "$warnko" "$vbmark")
 if [ "$(cat "$imgdir/l3.key" 2>/dev/null)" != "$l3key" ]; then
 	echo "vm.sh: building L3 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}"; do bargs+=(--bin "$b"); done
 	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l3.img" --modules "$l3_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" \
 		--file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
-		--file "$warnko:/root/harness_warn.ko"
+		--file "$warnko:/root/harness_warn.ko" --file "$vbmark:/usr/bin/vbmark"
 	echo "$l3key" >"$imgdir/l3.key"
 fi
 
@@ -97,11 +108,11 @@ if [ -x /usr/sbin/libvirtd ] && [ -x /usr/bin/virsh ] && [ -f "$lvdrv" ]; then
 fi
 l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" \
 	"$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" \
-	"$warnko" /usr/sbin/libvirtd "$lvdrv")
+	"$warnko" /usr/sbin/libvirtd "$lvdrv" "$vbmark")
 if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	echo "vm.sh: building L2 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}" qemu-system-x86_64 qemu-img qemu-storage-daemon \
-		losetup socat; do bargs+=(--bin "$b"); done
+		losetup socat tail; do bargs+=(--bin "$b"); done
 	xtra=(--file "$warnko:/root/harness_warn.ko")
 	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l2.img" --modules "$l2_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \
@@ -139,6 +150,13 @@ if [ -z "$accel" ]; then
 		echo "vm.sh: using $accel (KVM canary boot $([ "$accel" = kvm ] && echo passed || echo failed or no /dev/kvm))" >&2
 	fi
 	accel=$(cat "$probe")
+fi
+if [ $print_accel = 1 ]; then
+	echo "$accel"
+	exit 0
+fi
+if [ -n "$plugin" ] && [ "$accel" = tcg ]; then
+	qargs+=(-plugin "$plugin")
 fi
 
 : >"$vmdir/l3-console.log"

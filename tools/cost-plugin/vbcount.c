@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vbcount: a QEMU TCG plugin that counts what a workload costs the whole
+ * emulated machine.
+ *
+ * Counted per vCPU: guest instructions executed (every level: the VM QEMU
+ * runs, and any guest nested inside it, since all of it goes through the
+ * translator), and VMRUN instructions executed (an L2 hypervisor on SVM
+ * enters its L3 guest once per L3 exit, so this is the L3 exit count).
+ *
+ * A program in any guest level opens and closes a measurement window with a
+ * marker instruction (tools/cost-plugin/vbmark.c): a 7-byte NOP whose 32-bit
+ * displacement says what to do, with the window's id in RDI. One window is
+ * open at a time, machine-wide. A window that is opened again before it is
+ * closed, or is still open when QEMU exits (its guest died), is reported as
+ * dropped and never merged into another.
+ *
+ * Arguments: out=FILE (default stderr). Output, one line per event, tab
+ * separated: "W id insns exits ns l1_other_cpus vcpu_insns vcpu_exits" for
+ * a closed window, "D id reason" for a dropped one, "X id reason" for a
+ * close that matched no open window.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <qemu-plugin.h>
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+/* nopl disp32(%rax): 0f 1f 80 d0 d1 d2 d3; disp32 = VB_MAGIC | op */
+#define VB_MAGIC	0x56420000u
+#define VB_OP_OPEN	1
+#define VB_OP_CLOSE	2
+#define VB_MARK_LEN	7
+
+struct vb_cpu {
+	uint64_t insns;
+	uint64_t vmruns;
+};
+
+struct vb_snap {
+	uint64_t insns;
+	uint64_t vmruns;
+};
+
+static struct qemu_plugin_scoreboard *score;
+static qemu_plugin_u64 sc_insns, sc_vmruns;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *out;
+static int max_cpus;
+static struct qemu_plugin_register **rdi_handle;	/* per vCPU */
+
+/* The open window, under lock. */
+static bool win_open;
+static uint64_t win_id;
+static struct vb_snap *win_start;	/* per vCPU */
+static uint64_t win_ns;
+static long long win_host_busy, win_self_busy;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Busy clock ticks of the host: all CPUs, and this QEMU process alone. */
+static void host_ticks(long long *all, long long *self)
+{
+	unsigned long long v[10] = { 0 };
+	unsigned long long ut = 0, st = 0;
+	char buf[1024];
+	FILE *f;
+
+	*all = -1;
+	*self = -1;
+	f = fopen("/proc/stat", "r");
+	if (f) {
+		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+			   &v[7]) == 8)
+			*all = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+		fclose(f);
+	}
+	f = fopen("/proc/self/stat", "r");
+	if (f) {
+		if (fgets(buf, sizeof(buf), f)) {
+			/* fields 14 and 15, counted after the ")" of comm */
+			char *p = strrchr(buf, ')');
+			int field = 2;
+
+			while (p && *p && field < 14) {
+				p = strchr(p + 1, ' ');
+				field++;
+			}
+			if (p && sscanf(p, " %llu %llu", &ut, &st) == 2)
+				*self = ut + st;
+		}
+		fclose(f);
+	}
+}
+
+static void snap(struct vb_snap *s)
+{
+	int n = qemu_plugin_num_vcpus();
+	int i;
+
+	if (n > max_cpus)
+		n = max_cpus;
+	memset(s, 0, sizeof(*s) * max_cpus);
+	for (i = 0; i < n; i++) {
+		s[i].insns = qemu_plugin_u64_get(sc_insns, i);
+		s[i].vmruns = qemu_plugin_u64_get(sc_vmruns, i);
+	}
+}
+
+static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void emit(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(out, fmt, ap);
+	va_end(ap);
+	fflush(out);
+}
+
+static void window_open(uint64_t id)
+{
+	if (win_open)
+		emit("D\t%" PRIu64 "\treopened-before-close\n", win_id);
+	win_open = true;
+	win_id = id;
+	host_ticks(&win_host_busy, &win_self_busy);
+	win_ns = now_ns();
+	snap(win_start);
+}
+
+static void window_close(uint64_t id)
+{
+	struct vb_snap end[max_cpus];
+	uint64_t insns = 0, vmruns = 0, ns;
+	long long busy, self;
+	double other = -1;
+	char ci[32 * 16], ce[32 * 16];
+	size_t li = 0, le = 0;
+	int i;
+
+	snap(end);
+	ns = now_ns() - win_ns;
+	host_ticks(&busy, &self);
+	if (!win_open || id != win_id) {
+		emit("X\t%" PRIu64 "\tno-open-window-with-this-id\n", id);
+		return;
+	}
+	win_open = false;
+	ci[0] = ce[0] = '\0';
+	for (i = 0; i < max_cpus; i++) {
+		uint64_t di = end[i].insns - win_start[i].insns;
+		uint64_t de = end[i].vmruns - win_start[i].vmruns;
+
+		insns += di;
+		vmruns += de;
+		if (li < sizeof(ci) - 24)
+			li += snprintf(ci + li, sizeof(ci) - li, "%s%" PRIu64,
+				       i ? "," : "", di);
+		if (le < sizeof(ce) - 24)
+			le += snprintf(ce + le, sizeof(ce) - le, "%s%" PRIu64,
+				       i ? "," : "", de);
+	}
+	/* CPUs' worth of host time used by others than this QEMU meanwhile */
+	if (busy >= 0 && self >= 0 && win_host_busy >= 0 && ns > 0) {
+		long long other_ticks = (busy - win_host_busy) -
+					(self - win_self_busy);
+
+		if (other_ticks < 0)
+			other_ticks = 0;
+		other = (double)other_ticks / sysconf(_SC_CLK_TCK) /
+			((double)ns / 1e9);
+	}
+	emit("W\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.2f\t%s\t%s\n",
+	     id, insns, vmruns, ns, other, ci, ce);
+}
+
+static void mark_exec(unsigned int vcpu, void *udata)
+{
+	uintptr_t op = (uintptr_t)udata;
+	GByteArray *buf = g_byte_array_new();
+	uint64_t id = 0;
+	int n = -1;
+
+	if (vcpu < (unsigned int)max_cpus && rdi_handle[vcpu])
+		n = qemu_plugin_read_register(rdi_handle[vcpu], buf);
+	if (n >= 8)
+		memcpy(&id, buf->data, 8);	/* x86: little endian, as we are */
+	g_byte_array_free(buf, true);
+	if (n < 8)
+		return;
+
+	pthread_mutex_lock(&lock);
+	if (op == VB_OP_OPEN)
+		window_open(id);
+	else
+		window_close(id);
+	pthread_mutex_unlock(&lock);
+}
+
+static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	size_t i;
+
+	qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+		tb, QEMU_PLUGIN_INLINE_ADD_U64, sc_insns, n);
+
+	for (i = 0; i < n; i++) {
+		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+		size_t len = qemu_plugin_insn_size(insn);
+		uint8_t b[VB_MARK_LEN];
+		uint32_t disp;
+
+		if (len != 3 && len != VB_MARK_LEN)
+			continue;
+		if (qemu_plugin_insn_data(insn, b, len) != len || b[0] != 0x0f)
+			continue;
+		if (len == 3 && b[1] == 0x01 && b[2] == 0xd8) {
+			/* VMRUN */
+			qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
+				insn, QEMU_PLUGIN_INLINE_ADD_U64, sc_vmruns, 1);
+			continue;
+		}
+		if (len != VB_MARK_LEN || b[1] != 0x1f || b[2] != 0x80)
+			continue;
+		disp = b[3] | b[4] << 8 | b[5] << 16 | (uint32_t)b[6] << 24;
+		if ((disp & 0xffff0000u) != VB_MAGIC)
+			continue;
+		if ((disp & 0xffff) != VB_OP_OPEN && (disp & 0xffff) != VB_OP_CLOSE)
+			continue;
+		qemu_plugin_register_vcpu_insn_exec_cb(
+			insn, mark_exec, QEMU_PLUGIN_CB_R_REGS,
+			(void *)(uintptr_t)(disp & 0xffff));
+	}
+}
+
+static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
+{
+	GArray *regs = qemu_plugin_get_registers();
+	guint i;
+
+	if (!regs)
+		return;
+	for (i = 0; i < regs->len; i++) {
+		qemu_plugin_reg_descriptor *d =
+			&g_array_index(regs, qemu_plugin_reg_descriptor, i);
+
+		if (vcpu < (unsigned int)max_cpus && !strcmp(d->name, "rdi"))
+			rdi_handle[vcpu] = d->handle;
+	}
+	g_array_free(regs, true);
+}
+
+static void at_exit(qemu_plugin_id_t id, void *p)
+{
+	pthread_mutex_lock(&lock);
+	if (win_open)
+		emit("D\t%" PRIu64 "\tstill-open-at-exit\n", win_id);
+	win_open = false;
+	pthread_mutex_unlock(&lock);
+	if (out != stderr)
+		fclose(out);
+	qemu_plugin_scoreboard_free(score);
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
+					   const qemu_info_t *info,
+					   int argc, char **argv)
+{
+	const char *path = NULL;
+	int i;
+
+	if (!info->system_emulation || strcmp(info->target_name, "x86_64")) {
+		fprintf(stderr, "vbcount: x86_64 system emulation only\n");
+		return -1;
+	}
+	for (i = 0; i < argc; i++) {
+		if (!strncmp(argv[i], "out=", 4)) {
+			path = argv[i] + 4;
+		} else {
+			fprintf(stderr, "vbcount: unknown argument %s\n", argv[i]);
+			return -1;
+		}
+	}
+	out = stderr;
+	if (path) {
+		out = fopen(path, "a");
+		if (!out) {
+			fprintf(stderr, "vbcount: %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+	}
+	max_cpus = info->system.max_vcpus;
+	win_start = calloc(max_cpus, sizeof(*win_start));
+	rdi_handle = calloc(max_cpus, sizeof(*rdi_handle));
+	if (!win_start || !rdi_handle)
+		return -1;
+	score = qemu_plugin_scoreboard_new(sizeof(struct vb_cpu));
+	sc_insns = qemu_plugin_scoreboard_u64_in_struct(score, struct vb_cpu,
+							insns);
+	sc_vmruns = qemu_plugin_scoreboard_u64_in_struct(score, struct vb_cpu,
+							 vmruns);
+	emit("# vbcount: vcpus %d\n", max_cpus);
+	qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
+	qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
+	qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+	return 0;
+}

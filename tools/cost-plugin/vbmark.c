@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vbmark: open and close a measurement window of the vbcount TCG plugin
+ * from inside a guest (any nesting level), and two calibration loads.
+ *
+ *   vbmark open ID | close ID     the marker instruction, ID in RDI
+ *   vbmark loop N ID              window ID around N iterations of a
+ *                                 two-instruction loop (2N instructions)
+ *   vbmark cpuid N ID             window ID around N CPUID instructions
+ *                                 (each one a VM exit in a KVM guest)
+ *
+ * Outside the plugin the marker is an ordinary NOP: vbmark does nothing.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* nopl 0x5642000N(%rax); the plugin reads the op from the displacement */
+static inline void vb_open(uint64_t id)
+{
+	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420001"
+		     : : "D"(id) : "memory");
+}
+
+static inline void vb_close(uint64_t id)
+{
+	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420002"
+		     : : "D"(id) : "memory");
+}
+
+static uint64_t num(const char *s)
+{
+	char *end;
+	uint64_t v = strtoull(s, &end, 0);
+
+	if (!*s || *end) {
+		fprintf(stderr, "vbmark: not a number: %s\n", s);
+		exit(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "open")) {
+		vb_open(num(argv[2]));
+	} else if (argc == 3 && !strcmp(argv[1], "close")) {
+		vb_close(num(argv[2]));
+	} else if (argc == 4 && !strcmp(argv[1], "loop")) {
+		uint64_t n = num(argv[2]), id = num(argv[3]);
+
+		if (!n)
+			return 2;
+		vb_open(id);
+		asm volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
+		vb_close(id);
+	} else if (argc == 4 && !strcmp(argv[1], "cpuid")) {
+		uint64_t n = num(argv[2]), id = num(argv[3]);
+		uint32_t a, b, c, d;
+
+		vb_open(id);
+		while (n--) {
+			a = 0;
+			c = 0;
+			asm volatile("cpuid"
+				     : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+		}
+		vb_close(id);
+	} else {
+		fprintf(stderr,
+			"usage: vbmark open ID | close ID | loop N ID | cpuid N ID\n");
+		return 2;
+	}
+	return 0;
+}

@@ -180,15 +180,24 @@ report_l2() {
 	done <"$2"
 }
 
+# TAP lines of a host-side test into the results.
+tap_lines() {
+	local line
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) result ok "${line#ok - }" ;;
+		"not ok - "*) result "not ok" "${line#not ok - }" ;;
+		"#"*) echo "$line" ;;
+		esac
+	done
+}
+
 # Host-only, once: the benchmark report on a fixture with known numbers.
 echo "# ==== host (no VM)"
-while IFS= read -r line; do
-	case $line in
-	"ok - "*) result ok "${line#ok - }" ;;
-	"not ok - "*) result "not ok" "${line#not ok - }" ;;
-	"#"*) echo "$line" ;;
-	esac
-done < <(selftests/bench/report-test.sh 2>&1)
+tap_lines < <(selftests/bench/report-test.sh 2>&1)
+# Once, on the last kernel of the run: the cost-counting TCG plugin in a VM.
+echo "# ==== the cost plugin (one VM, kernel ${kernels[-1]})"
+tap_lines < <(selftests/cost/plugin-test.sh "${kernels[-1]}" 2>&1)
 
 for k in "${kernels[@]}"; do
 	rel=$(kernel_rel "$k") || { result "not ok" "[$k] kernel installed"; continue; }

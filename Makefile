@@ -91,7 +91,7 @@ check:
 demo:
 	scripts/demo.sh $(if $(KERNEL),--kernel $(KERNEL))
 
-# KERNELS=6.12 (default) QUICK=1 REPS=3 ROWS="..." BACKENDS="nullb file"
+# KERNELS=6.12 (default) QUICK=1 REPS=3 ROWS="..." BACKENDS="nullb nullb-lat file" IOS=8192
 bench:
 	KERNELS="$(or $(KERNELS),6.12)" QUICK="$(QUICK)" scripts/bench.sh
 
@@ -108,8 +108,10 @@ help:
 	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12"); L2_BOOTS= (5),'
 	@echo '                  CHECK_BUDGET= (4200 s): fresh L2 boots after the nested-KVM flake, testing.rst'
 	@echo '  demo            vhost_blk under stock QEMU end to end, fio table (KERNEL=6.1|6.12)'
-	@echo '  bench           benchmark tables + plots in results/<date>-<kernel>/ (~45 min; QUICK=1: ~10 min;'
-	@echo '                  ROWS=, BACKENDS=, WORKLOADS=, REPS=, RUNTIME=, L3_CPUS= (default 2): benchmarks.rst)'
+	@echo '  bench           benchmark tables, cost.tsv (instructions and VM exits per I/O, counted'
+	@echo '                  under TCG by tools/cost-plugin) + plots in results/<date>-<kernel>/;'
+	@echo '                  QUICK=1 short; ROWS=, BACKENDS=, WORKLOADS=, REPS=, IOS=, PASSES=, L3_CPUS=:'
+	@echo '                  Documentation/benchmarks.rst'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1 PREFIX=/usr/local'
 	@echo 'DKMS: dkms.conf packages both modules (see README)'

@@ -10,12 +10,17 @@
 #   vhost-blk-mq    vhost-blk-bridge + /dev/vhost-blk, virtio_blk_bio use_bio=0
 #   vhost-blk-bio   vhost-blk-bridge + /dev/vhost-blk, virtio_blk_bio use_bio=1
 #   selftest-load   host only: vhost_blk_test's load mode on /dev/vhost-blk
-# Backing devices (BACKENDS): nullb (null_blk, irqmode=0) and file (a file on ext4
-# on a brd RAM disk; a shorter workload list and only the rows of the targets).
+# Backing devices (BACKENDS): nullb (null_blk, irqmode=0: completes inline),
+# nullb-lat (null_blk completing from a timer NULLB_LAT_NS, default 30 us, later)
+# and file (a file on ext4 on a brd RAM disk); the last two with a shorter
+# workload list and only the rows of the targets. REPEAT_ROW=ROW (default
+# qemu-native; not QUICK) measures ROW again at the end of nullb, as ROW@2.
 # Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
 # CPU time per workload, and for L3 rows @@KVM lines: the L3 guest's VM exits and
-# injected interrupts, vhost_blk's requests and completion batches, per workload.
-export QUICK=${QUICK:-0} REPS=${REPS:-3} WORKLOADS=${WORKLOADS:-} RUNTIME=${RUNTIME:-}
+# injected interrupts, vhost_blk's requests and completion batches, per workload,
+# and @@HOST lines: L2's context switches (host wakeups). Each fio run is a cost
+# window of the vbcount plugin when L2 runs under TCG with it (workloads.sh).
+export QUICK=${QUICK:-0} REPS=${REPS:-3} WORKLOADS=${WORKLOADS:-} IOS=${IOS:-} IOS_QD1=${IOS_QD1:-} RUNTIME=${RUNTIME:-}
 # Default rows: all of them on null_blk; on the file backend (and in a QUICK
 # run, which has no file backend) the rows the targets compare. ROWS set by the
 # caller applies to every backend.
@@ -24,8 +29,9 @@ if [ "$QUICK" = 1 ]; then
 	BACKENDS=${BACKENDS:-nullb}
 	ROWS=${ROWS:-$TARGET_ROWS selftest-load}
 else
-	BACKENDS=${BACKENDS:-nullb file}
+	BACKENDS=${BACKENDS:-nullb nullb-lat file}
 	FILE_ROWS=${ROWS:-$TARGET_ROWS}
+	REPEAT_ROW=${REPEAT_ROW-qemu-native}
 	ROWS=${ROWS:-native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load}
 fi
 here=/src/bench
@@ -34,61 +40,75 @@ l3mem=1G
 l3cpus=${L3_CPUS:-2}
 queues=$l3cpus
 
-busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 note() { echo "# $*"; }
-# KVM's own counters, summed over the VMs of L2 (one L3 at a time): VM exits
-# of the L3 guest and interrupts injected into it; then vhost_blk's requests
-# and completion batches (one guest notification each), 0 0 without vhost_blk.
 mount -t debugfs none /sys/kernel/debug 2>/dev/null
-kvmstat() {
-	cat /sys/kernel/debug/kvm/exits /sys/kernel/debug/kvm/irq_injections 2>/dev/null | tr '\n' ' '
-	cat /sys/kernel/debug/vhost-blk/[0-9]*/stats 2>/dev/null |
-		awk '$1 == "reqs" { r += $2 } $1 == "batches" { b += $2 } END { print r + 0, b + 0 }'
+
+# hostsnap: L2's counters into H_* with shell builtins only (no fork: while a
+# cost window is open every instruction of L2 counts): busy jiffies and
+# context switches (/proc/stat); KVM's VM exits and injected interrupts,
+# summed over the VMs of L2 (one L3 at a time); vhost_blk's requests and
+# completion batches (one guest notification each), 0 0 without vhost_blk.
+hostsnap() {
+	local c u n s i w q sq st x k v f
+	read -r c u n s i w q sq st x </proc/stat
+	H_BUSY=$((u + n + s + q + sq + st))
+	H_CTXT=0
+	while read -r k v x; do [ "$k" = ctxt ] && { H_CTXT=$v; break; }; done </proc/stat
+	H_EXITS=0 H_INJ=0 H_REQS=0 H_BATCH=0
+	[ -r /sys/kernel/debug/kvm/exits ] && read -r H_EXITS </sys/kernel/debug/kvm/exits
+	[ -r /sys/kernel/debug/kvm/irq_injections ] && read -r H_INJ </sys/kernel/debug/kvm/irq_injections
+	for f in /sys/kernel/debug/vhost-blk/[0-9]*/stats; do
+		[ -r "$f" ] || continue
+		while read -r k v x; do
+			case $k in
+			reqs) H_REQS=$((H_REQS + v)) ;;
+			batches) H_BATCH=$((H_BATCH + v)) ;;
+			esac
+		done <"$f"
+	done
 }
 
 modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 submit_queues=$queues \
 	hw_queue_depth=256 gb=4 || exit 1
 modprobe vhost_blk || note "vhost_blk did not load"
 modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null
+# Halt polling spins for a while each time an L3 vCPU halts; how long depends
+# on timing, and every spin is counted: off, so counts repeat.
+if [ -w /sys/module/kvm/parameters/halt_poll_ns ]; then
+	echo 0 >/sys/module/kvm/parameters/halt_poll_ns
+	note "kvm halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns) (halt polling off: counts repeat)"
+fi
 
-# follow_l3 FILE: pass an L3 guest's output (l3run's output file) on as it
-# comes, line by line, so a row cut short (its L3 or L2 died) keeps the runs it
-# finished; and measure L2's CPU and KVM's counters between each run's START and
-# JSON markers (the @@CPU and @@KVM lines follow the run's @@END@@). Ends after
-# /tmp/watch.stop appears, with one last pass.
+# follow_l3 FILE PID: pass an L3 guest's output (l3run's output file) on as it
+# comes, line by line, until PID (that l3run) has ended, so a row cut short
+# (its L3 or L2 died) keeps the runs it finished; and measure L2's CPU, context
+# switches (host wakeups) and KVM's counters between each run's START and JSON
+# markers: "@@CPU ROW WL REP JIFFIES@@", "@@KVM ROW WL REP EXITS INJECTIONS REQS
+# BATCHES@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
+# per line: tail follows the file with inotify.
 follow_l3() {
-	local f=$1 seen=0 n last=0 line
-	while :; do
-		[ -f /tmp/watch.stop ] && last=1
-		n=$({ wc -l <"$f"; } 2>/dev/null || echo 0)
-		if [ "$n" -gt "$seen" ]; then
-			sed -n "$((seen + 1)),${n}p" "$f" | tr -d '\r' |
-			while IFS= read -r line; do
-				case $line in
-				@@VM-EXIT*) continue ;;
-				@@START*) busy >/tmp/watch.b0; kvmstat >/tmp/watch.k0 ;;
-				@@JSON*)
-					set -- ${line//@@/}
-					{
-						echo "@@CPU $2 $3 $4 $(($(busy) - $(cat /tmp/watch.b0)))@@"
-						read -r e1 i1 r1 c1 <<<"$(kvmstat)"; read -r e0 i0 r0 c0 </tmp/watch.k0
-						[ -n "$c1" ] && [ -n "$c0" ] &&
-							echo "@@KVM $2 $3 $4 $((e1 - e0)) $((i1 - i0)) $((r1 - r0)) $((c1 - c0))@@"
-					} >/tmp/watch.pending ;;
-				@@END@@)
-					echo "$line"
-					cat /tmp/watch.pending 2>/dev/null
-					rm -f /tmp/watch.pending
-					continue ;;
-				esac
-				printf '%s\n' "$line"
-			done | tee -a /tmp/l3-results.log
-			seen=$n
-		fi
-		[ $last = 1 ] && break
-		sleep 0.2
-	done
-	rm -f /tmp/watch.pending
+	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 x
+	tail -n +1 -F --pid="$pid" "$f" 2>/dev/null | while IFS= read -r line; do
+		line=${line%$'\r'}
+		case $line in
+		@@VM-EXIT*) continue ;;
+		@@START*)
+			hostsnap
+			b0=$H_BUSY c0=$H_CTXT e0=$H_EXITS i0=$H_INJ r0=$H_REQS t0=$H_BATCH ;;
+		@@JSON*)
+			hostsnap
+			x=${line//@@/}; set -- $x
+			pending="@@CPU $2 $3 $4 $((H_BUSY - b0))@@
+@@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0))@@
+@@HOST $2 $3 $4 $((H_CTXT - c0))@@" ;;
+		@@END@@)
+			printf '%s\n' "$line"
+			[ -n "$pending" ] && printf '%s\n' "$pending"
+			pending=
+			continue ;;
+		esac
+		printf '%s\n' "$line"
+	done | tee -a /tmp/l3-results.log
 }
 
 # l3_row ROW DRIVER-SETUP QEMU_ARGS...: one L3 boot measuring ROW on its disk
@@ -107,14 +127,16 @@ l3_row() {
 			l3_phase "$row" "$setup"
 		fi
 	} >$f.sh
-	rm -f /tmp/watch.stop /tmp/l3-stalled /tmp/watch.pending
-	follow_l3 /tmp/l3run.$n/output.log &
+	rm -f /tmp/watch.stop /tmp/l3-stalled
+	# The guest's output reaches ours through follow_l3; $f.out keeps
+	# l3run's and vmrun's own messages.
+	l3run -t 1800 -m $l3mem -c $l3cpus $f.sh "$@" >/dev/null 2>$f.out &
+	local lpid=$!
+	follow_l3 /tmp/l3run.$n/output.log $lpid &
 	local wpid=$!
 	stall_guard /tmp/l3run.$n &
 	local gpid=$!
-	# The guest's output reaches ours through follow_l3; $f.out keeps
-	# l3run's and vmrun's own messages.
-	l3run -t 1800 -m $l3mem -c $l3cpus $f.sh "$@" >/dev/null 2>$f.out
+	wait $lpid
 	local rc=$?
 	touch /tmp/watch.stop
 	wait $wpid $gpid
@@ -152,7 +174,7 @@ $2 || { echo "@@FAIL $1 - in L3: $2 failed@@"; exit 1; }
 for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 [ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' RUNTIME='$RUNTIME' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
 X
 }
 
@@ -173,27 +195,34 @@ for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
 grep -qx "path mq" /sys/block/vda/driver_stats || fail "vda is not on the request path"
 grep -qx "path bio" /sys/block/vdb/driver_stats || fail "vdb is not on the bio path"
 echo none >/sys/block/vda/queue/scheduler
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' RUNTIME='$RUNTIME' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
 X
 }
 
 # stall_guard L3DIR: every workload prints its fio JSON within a few minutes
 # even here; an L3 whose output has not grown for STALL_SECS is hung: stop it.
 STALL_SECS=${STALL_SECS:-300}
+# Builtins only (see hostsnap): the output's mtime against a stamp, and a
+# sleep that is a read with a timeout on a FIFO nobody writes.
 stall_guard() {
-	local dir=$1 size last=-1 since
-	since=$(date +%s)
+	local dir=$1 since now _x
+	mkfifo /tmp/stall.fifo.$$ 2>/dev/null
+	exec 7<>/tmp/stall.fifo.$$
+	: >/tmp/stall.stamp
+	since=$SECONDS
 	while [ ! -f /tmp/watch.stop ]; do
-		size=$({ wc -c <"$dir/output.log"; } 2>/dev/null || echo 0)
-		if [ "$size" != "$last" ]; then
-			last=$size since=$(date +%s)
-		elif [ $(($(date +%s) - since)) -ge "$STALL_SECS" ]; then
+		if [ "$dir/output.log" -nt /tmp/stall.stamp ]; then
+			: >/tmp/stall.stamp
+			since=$SECONDS
+		elif [ $((SECONDS - since)) -ge "$STALL_SECS" ]; then
 			touch /tmp/l3-stalled
 			pkill -9 -f "$dir/initrd.img"
-			return
+			break
 		fi
-		sleep 2
+		read -r -t 5 -u 7 _x
 	done
+	exec 7<&-
+	rm -f /tmp/stall.fifo.$$
 }
 
 wait_sock() { local i; for i in $(seq 1 100); do [ -S "$1" ] && return 0; sleep 0.1; done; return 1; }
@@ -212,6 +241,20 @@ for backend in $BACKENDS; do
 	fi
 	case $backend in
 	nullb) dev=/dev/nullb0; wlq=$QUICK ;;
+	nullb-lat)
+		# A device that takes time: null_blk completing each request
+		# from a timer NULLB_LAT_NS later (flash-like), a second device
+		# made through null_blk's configfs.
+		c=/sys/kernel/config/nullb/lat
+		if [ ! -d $c ]; then
+			mkdir $c && echo $((4 * 1024)) >$c/size && echo 2 >$c/irqmode &&
+				echo "${NULLB_LAT_NS:-30000}" >$c/completion_nsec &&
+				echo $queues >$c/submit_queues && echo 256 >$c/hw_queue_depth &&
+				echo 1 >$c/power || { note "cannot make null_blk device with completion latency"; continue; }
+		fi
+		dev=/dev/$(cat $c/index 2>/dev/null | sed 's/^/nullb/')
+		[ -b "$dev" ] || { note "no block device for the null_blk latency device"; continue; }
+		wlq=1 ;;
 	file)
 		modprobe brd rd_nr=1 rd_size=$((1200 * 1024)) || continue
 		mkfs.ext4 -q -F /dev/ram0 && mkdir -p /mnt/bench && mount /dev/ram0 /mnt/bench || continue
@@ -223,9 +266,13 @@ for backend in $BACKENDS; do
 	fmt=raw drv=host_device
 	[ -f "$dev" ] && drv=file
 	rows=$ROWS
-	[ $backend = file ] && rows=${FILE_ROWS:-$ROWS}
+	[ $backend != nullb ] && rows=${FILE_ROWS:-$ROWS}
+	# REPEAT_ROW: that row once more at the end, as ROW@2, in a new L3 boot
+	# of the same L2 boot: how well a count repeats (benchmarks.rst).
+	[ $backend = nullb ] && [ -n "${REPEAT_ROW:-}" ] && rows="$rows $REPEAT_ROW@2"
 	for row in $rows; do
 		r=$backend/$row
+		kind=${row%@*}
 		if [ $skipping = 1 ]; then
 			[ "$r" = "$FROM_ROW" ] || continue
 			skipping=0
@@ -250,15 +297,15 @@ for backend in $BACKENDS; do
 		[ "$r" = "${FROM_ROW:-}" ] && SKIP_WLS=${FROM_DONE:-}
 		export SKIP_WLS
 		note "row $r${pair:+ and $pair}"
-		case $row in
+		case $kind in
 		native)
 			QUICK=$wlq MEASURE_CPU=1 $here/workloads.sh "$dev" "$r" ;;
 		qemu-threads|qemu-native|qemu-io_uring|vbb-mq-qemu)
-			aio=${row#qemu-}; io=(); dopt=
-			[ $row = vbb-mq-qemu ] && aio=native
+			aio=${kind#qemu-}; io=(); dopt=
+			[ $kind = vbb-mq-qemu ] && aio=native
 			if [ $aio != threads ]; then io=(-object iothread,id=io0); dopt=,iothread=io0; fi
 			setup="modprobe virtio_blk"
-			[ $row = vbb-mq-qemu ] && setup="modprobe virtio_blk_bio use_bio=0"
+			[ $kind = vbb-mq-qemu ] && setup="modprobe virtio_blk_bio use_bio=0"
 			QUICK=$wlq l3_row "$r" "$setup" "${io[@]}" \
 				-drive file=$dev,if=none,id=d0,format=$fmt,cache=none,aio=$aio \
 				-device virtio-blk-pci,drive=d0,num-queues=$queues$dopt ;;
@@ -301,7 +348,7 @@ for backend in $BACKENDS; do
 					-device vhost-user-blk-pci,chardev=c$d,num-queues=$queues)
 			done
 			if [ $ok = 1 ]; then
-				ub=0; [ $row = vhost-blk-bio ] && ub=1
+				ub=0; [ $kind = vhost-blk-bio ] && ub=1
 				QUICK=$wlq PAIR_ROW=$pair l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub" \
 					$memdev "${qargs[@]}"
 			fi

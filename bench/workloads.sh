@@ -1,56 +1,108 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # workloads.sh DEV ROW [DEV2 ROW2]: run the benchmark workloads on DEV (in L2 or in
 # an L3 guest) and print each fio JSON result between "@@JSON ROW WORKLOAD REP@@" and
 # "@@END@@". With DEV2 ROW2 (two disks of one guest, the vhost-blk pair): every
 # repetition of a workload runs on both, alternating which goes first (A B, B A,
 # A B, ...), so a drift of this noisy host during the run falls on both rows alike.
-# Environment: QUICK=1 (fewer workloads, shorter runs), REPS (default 3),
-# SKIP_WLS="name ..." (workloads already measured: a row resumed after the flake),
-# WORKLOADS="name ..." (only these; default all), RUNTIME (seconds a run),
-# MEASURE_CPU=1 (also print "@@CPU ROW WORKLOAD REP BUSY_JIFFIES@@" from /proc/stat;
+#
+# Every run does a fixed number of I/Os (IOS in all, IOS_QD1 at queue depth 1;
+# fio's number_ios, split between its jobs), so every row does the same work.
+# Where vbmark is installed (the VM images), each fio run sits in a measurement
+# window of the vbcount TCG plugin (tools/cost-plugin), opened right before fio
+# and closed right after it, and "@@WIN ID ROW WORKLOAD REP@@" names it; make
+# bench joins the plugin's counts to it (Documentation/benchmarks.rst).
+#
+# Environment: QUICK=1 (fewer workloads), REPS (default 3), IOS (default 8192),
+# IOS_QD1 (default 2048), SKIP_WLS="name ..." (workloads already measured: a row
+# resumed after the flake), WORKLOADS="name ..." (only these; default all),
+# MEASURE_CPU=1 (also print "@@CPU ROW WORKLOAD REP BUSY_JIFFIES@@" from /proc/stat,
+# and "@@HOST ROW WORKLOAD REP CTXT@@", the context switches meanwhile;
 # in an L3 guest the L2 host measures instead, see l2-bench.sh). In an L3 guest also
 # "@@GUEST ROW WORKLOAD REP IRQS KICKS BUSY@@": virtio-blk queue interrupts, driver
-# notifications (virtio_blk_bio's driver_stats; "-" for other drivers) and the
-# guest's own busy jiffies (/proc/stat, all vCPUs).
+# notifications (calls of virtqueue_notify, counted by a kprobe; virtio_blk_bio's
+# own counter where kprobes are missing; "-" if neither) and the guest's own busy
+# jiffies (/proc/stat, all vCPUs).
 dev=$1 row=$2 dev2=${3:-} row2=${4:-}
 here=$(dirname "$0")
 reps=${REPS:-3}
+ios=${IOS:-8192} ios_qd1=${IOS_QD1:-2048}
 if [ "${QUICK:-0}" = 1 ]; then
-	export RUNTIME=${RUNTIME:-2}
 	wls="4k-rand:randread:32:1 4k-rand:randwrite:32:1 4k-rand:randread:16:8 16k-qd74:write"
 else
-	export RUNTIME=${RUNTIME:-3}
 	wls="4k-rand:randread:1:1 4k-rand:randwrite:1:1 4k-rand:randread:32:1 4k-rand:randwrite:32:1
 	     4k-rand:randread:128:1 4k-rand:randwrite:128:1 4k-rand:randread:16:8 4k-rand:randwrite:16:8
 	     16k-qd74:randwrite 16k-qd74:write
 	     aio-stress:write aio-stress:read aio-stress:randwrite aio-stress:randread"
 fi
-export RAMP=0
+export MAXTIME=${MAXTIME:-120}
 
-busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-# In an L3 guest: interrupts of the virtio-blk request queues, and the kicks
-# (notifications) virtio_blk_bio sent; "-" where the driver does not count.
-virq() { awk '/virtio[0-9]+-req/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; seen = 1 }
-	END { print seen ? n : "-" }' /proc/interrupts; }
+# Counters read with shell builtins only: a fork in L2 or L3 is a million
+# instructions or so, and the window counts the whole machine.
+busy() { local c u n s i w q sq st; read -r c u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st)); }
+ctxt() { local k v; while read -r k v _; do [ "$k" = ctxt ] && { echo "$v"; return; }; done </proc/stat; }
+# In an L3 guest: interrupts of the virtio-blk request queues ("-" elsewhere).
+virq() {
+	local l f n=0 seen=0
+	while read -r l; do
+		case $l in *virtio*-req*) ;; *) continue ;; esac
+		seen=1
+		set -- $l; shift
+		for f; do case $f in *[!0-9]*) break ;; *) n=$((n + f)) ;; esac; done
+	done </proc/interrupts
+	[ $seen = 1 ] && echo $n || echo -
+}
+# Notifications to the device: the kprobe's hit count, else virtio_blk_bio's.
+kprobe=
+if [ "$(virq)" != - ] && [ -w /sys/kernel/tracing/kprobe_events ]; then
+	t=/sys/kernel/tracing
+	# Counting only: the hit count grows with tracing off.
+	echo 0 >$t/tracing_on
+	if echo 'p:vbkick virtqueue_notify' >>$t/kprobe_events 2>/dev/null &&
+	   echo 1 >$t/events/kprobes/vbkick/enable 2>/dev/null; then
+		kprobe=$t/kprobe_profile
+	fi
+fi
 kicks() { # dev
-	awk '$1 == "notifies" { print $2; f = 1 } END { if (!f) print "-" }' \
-		"/sys/block/${1#/dev/}/driver_stats" 2>/dev/null || echo -; }
+	local k v _x
+	if [ -n "$kprobe" ]; then
+		while read -r k v _x; do [ "$k" = vbkick ] && { echo "$v"; return; }; done <"$kprobe"
+	fi
+	if [ -r "/sys/block/${1#/dev/}/driver_stats" ]; then
+		while read -r k v; do [ "$k" = notifies ] && { echo "$v"; return; }; done \
+			<"/sys/block/${1#/dev/}/driver_stats"
+	fi
+	echo -
+}
+mark=
+command -v vbmark >/dev/null && mark=vbmark
+# A window id unique across guests and boots: 60 random bits.
+winid() { local u; read -r u </proc/sys/kernel/random/uuid; u=${u//-/}; echo $((16#${u:0:15})); }
+if [ -r /sys/devices/system/cpu/cpuidle/current_driver ]; then
+	echo "# cpuidle driver: $(cat /sys/devices/system/cpu/cpuidle/current_driver)"
+fi
 
 run_one() { # dev row name rep
-	local d=$1 r=$2 name=$3 rep=$4 b0 b1 q0 q1 k0 k1 k rc
+	local d=$1 r=$2 name=$3 rep=$4 b0 b1 c0 c1 q0 q1 k0 k1 k rc id=
 	echo "@@START $r $name $rep@@"
-	b0=$(busy) q0=$(virq) k0=$(kicks "$d")
+	b0=$(busy) c0=$(ctxt) q0=$(virq) k0=$(kicks "$d")
+	[ -n "$mark" ] && id=$(winid) && $mark open "$id"
 	DEV=$d fio --output-format=json "$here/fio/$job.fio" >/tmp/fio.json 2>/tmp/fio.err
 	rc=$?
-	b1=$(busy) q1=$(virq) k1=$(kicks "$d")
+	[ -n "$id" ] && $mark close "$id"
+	b1=$(busy) c1=$(ctxt) q1=$(virq) k1=$(kicks "$d")
 	if [ $rc = 0 ]; then
+		[ -n "$id" ] && echo "@@WIN $id $r $name $rep@@"
 		echo "@@JSON $r $name $rep@@"
 		# One line, indentation dropped: in an L3 guest every byte
 		# is a VM exit on the serial port (6.7 KB -> 4.3 KB a run).
 		sed -n '/^{/,$ s/^[[:space:]]*//p' /tmp/fio.json | tr -d '\n'
 		echo
 		echo "@@END@@"
-		[ "${MEASURE_CPU:-0}" = 1 ] && echo "@@CPU $r $name $rep $((b1 - b0))@@"
+		if [ "${MEASURE_CPU:-0}" = 1 ]; then
+			echo "@@CPU $r $name $rep $((b1 - b0))@@"
+			echo "@@HOST $r $name $rep $((c1 - c0))@@"
+		fi
 		if [ "${MEASURE_CPU:-0}" != 1 ] && [ "$q0" != - ]; then
 			k=-; [ "$k0" != - ] && [ "$k1" != - ] && k=$((k1 - k0))
 			echo "@@GUEST $r $name $rep $((q1 - q0)) $k $((b1 - b0))@@"
@@ -66,10 +118,12 @@ for wl in $wls; do
 	case $job in
 	4k-rand) name=4k-$RW-qd$QD; [ "$JOBS" != 1 ] && name=$name-j$JOBS ;;
 	16k-qd74) name=16k-$RW-qd74 ;;
-	aio-stress) name=aio-stress-8k-$RW-t64 ;;
+	aio-stress) name=aio-stress-8k-$RW-t64; JOBS=64 ;;
 	esac
 	case " ${SKIP_WLS:-} " in *" $name "*) echo "# $row: $name already measured"; continue ;; esac
 	[ -z "${WORKLOADS:-}" ] || case " $WORKLOADS " in *" $name "*) ;; *) continue ;; esac
+	n=$ios; [ "$QD" = 1 ] && [ "$JOBS" = 1 ] && n=$ios_qd1
+	export NIOS=$(((n + JOBS - 1) / JOBS))
 	for rep in $(seq 1 "$reps"); do
 		if [ -z "$dev2" ]; then
 			run_one "$dev" "$row" "$name" "$rep"

@@ -1,28 +1,33 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # bench.sh: make bench. Boots one L2 per kernel (KERNELS, default 6.12) and runs every
 # benchmark row on the same backing device in that boot (bench/l2-bench.sh), then
-# writes results/<date>-<kernel>/: fio's JSON per run, table.md, plots.
-# QUICK=1: null_blk only, the target rows, fewer workloads, shorter runs (about 10
-# minutes). REPS=N (default 3), ROWS="...", BACKENDS="nullb file" restrict what runs,
-# WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, RUNTIME=S the
-# seconds of each fio run (default 3; QUICK 2).
+# writes results/<date>-<kernel>/: fio's JSON per run, table.md, cost.tsv, plots.
+# QUICK=1: null_blk only, the target rows, fewer workloads (about 10 minutes).
+# REPS=N (default 3), ROWS="...", BACKENDS="nullb nullb-lat file" restrict what runs,
+# WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, IOS=N the I/Os
+# of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048).
 # L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
 # L2_CPUS (default 2): L2's vCPUs.
+#
+# Counting (Documentation/benchmarks.rst): when L2 runs under TCG, its QEMU
+# loads the vbcount plugin (tools/cost-plugin), and every fio run is a counted
+# window: instructions and L3 exits of the whole machine. A full run (not
+# QUICK) then boots a second L2 (pass 2, results in pass2/) that measures the
+# target rows and workloads again, for the spread of the counts across boots;
+# PASSES=1 leaves it out.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TOP"
 
-kernels=${KERNELS:-6.12}
-stamp=$(date +%Y%m%d-%H%M)
-rc_all=0
-for k in $kernels; do
-	rel=$(kernel_rel "$k") || exit 1
-	res=$TOP/results/$stamp-$rel
+# run_pass RES: the attempts loop of one pass (one L2 boot, and fresh ones
+# after the nested-KVM flake); the pass's environment (ROWS, WORKLOADS, ...)
+# is the caller's. Sets vrc and attempt.
+run_pass() {
+	local res=$1 plugin=() from= finished= skip= log vpid stalled last size since why rowline row row2 prev
 	mkdir -p "$res/json"
-	echo "bench: kernel $rel, QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-2}, results in $res"
-	start=$(date +%s)
 	: >"$res/output.log"
-	from= finished= skip= attempt=1
+	attempt=1
 	while :; do
 		{
 			echo "export QUICK=${QUICK:-0} REPS=${REPS:-3} FROM_ROW='$from' FROM_DONE='$finished' SKIP_ROWS='$skip'"
@@ -31,11 +36,16 @@ for k in $kernels; do
 			[ -n "${L3_CPUS:-}" ] && echo "export L3_CPUS='$L3_CPUS'"
 			[ -n "${WORKLOADS:-}" ] && echo "export WORKLOADS='$WORKLOADS'"
 			[ -n "${RUNTIME:-}" ] && echo "export RUNTIME='$RUNTIME'"
+			[ -n "${IOS:-}" ] && echo "export IOS='$IOS'"
+			[ -n "${IOS_QD1:-}" ] && echo "export IOS_QD1='$IOS_QD1'"
+			[ -n "${REPEAT_ROW+set}" ] && echo "export REPEAT_ROW='$REPEAT_ROW'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
+		plugin=()
+		[ "$accel" = tcg ] && plugin=(--plugin "$TOP/build/plugin/libvbcount.so,out=$res/windows-$attempt.tsv")
 		scripts/vm.sh --kernel "$rel" --name "bench-$rel" --timeout 5400 --mem 6G --smp "${L2_CPUS:-2}" \
-			"$res/run.sh" >"$log" 2>&1 &
+			"${plugin[@]}" "$res/run.sh" >"$log" 2>&1 &
 		vpid=$!
 		tail -n +1 -f --pid=$vpid "$log" |
 			grep --line-buffered -E '^# |^@@(START|FAIL|RERUN)' | sed -u 's/^@@START \(.*\)@@/  running \1/' &
@@ -98,8 +108,12 @@ for k in $kernels; do
 		echo "bench: L2 died or wedged in nested KVM during $row; attempt $((attempt + 1)) starts there"
 		attempt=$((attempt + 1))
 	done
-	echo "bench: VM finished in $(($(date +%s) - start))s (status $vrc, $attempt L2 boot(s))"
-	[ "$vrc" = 0 ] || rc_all=1
+}
+
+# collect RES: the fio JSON blocks and counter lines out of a pass's output,
+# and the plugin's windows joined to the runs they measured.
+collect() {
+	local res=$1 f
 	# Split the fio JSON blocks out of the output.
 	awk -v dir="$res/json" '
 		/^@@JSON / { gsub(/@@/, ""); split($0, a, " "); f = a[2] "__" a[3] "__" a[4] ".json";
@@ -118,11 +132,69 @@ for k in $kernels; do
 	grep -h '^@@CPU ' "$res/output.log" | sed 's/@@//g' >"$res/cpu.txt"
 	grep -h '^@@KVM ' "$res/output.log" | sed 's/@@//g' >"$res/kvm.txt"
 	grep -h '^@@GUEST ' "$res/output.log" | sed 's/@@//g' >"$res/guest.txt"
+	grep -h '^@@HOST ' "$res/output.log" | sed 's/@@//g' >"$res/host.txt"
 	grep -h '^@@FAIL ' "$res/output.log" | sed 's/@@//g' >"$res/failures.txt"
 	grep -h '^@@RERUN ' "$res/output.log" | sed 's/@@//g' >"$res/reruns.txt"
 	cp "$res/l2-console-$attempt.log" "$res/l2-console.log" 2>/dev/null
+	# "@@WIN ID ROW WL REP@@" in the output, "W ID insns exits ns l1other
+	# vcpu-insns vcpu-exits" in the plugin's file of the L2 boot (attempt)
+	# that ran it: one line per counted run, with that boot's number.
+	: >"$res/windows.txt"
+	: >"$res/windows-dropped.txt"
+	for f in "$res"/windows-*.tsv; do
+		[ -e "$f" ] || continue
+		local a=${f##*windows-}; a=${a%.tsv}
+		awk -v boot="$a" -F'\t' -v OFS='\t' '
+			FNR == NR { if ($1 == "W") w[$2] = $3 OFS $4 OFS $5 OFS $6; next }
+			/^@@WIN / { s = $0; gsub(/@@/, "", s); split(s, a, " ")
+				if (a[2] in w) print a[3], a[4], a[5], boot, a[2], w[a[2]] }' \
+			"$f" "$res/attempt-$a.log" >>"$res/windows.txt"
+		awk -F'\t' '$1 == "D" || $1 == "X" { print "window " $2 ": " $3 }' "$f" >>"$res/windows-dropped.txt"
+	done
+}
+
+kernels=${KERNELS:-6.12}
+stamp=$(date +%Y%m%d-%H%M)
+rc_all=0
+for k in $kernels; do
+	rel=$(kernel_rel "$k") || exit 1
+	res=$TOP/results/$stamp-$rel
+	mkdir -p "$res"
+	accel=$(scripts/vm.sh --kernel "$rel" --print-accel) || exit 1
+	if [ "$accel" = tcg ]; then
+		if ! make -s plugin >"$res/plugin-build.log" 2>&1; then
+			echo "bench: L2 runs under TCG here, and the cost counts need the vbcount plugin," >&2
+			echo "bench: which did not build (make deps fetches QEMU's plugin header):" >&2
+			sed 's/^/bench:   /' "$res/plugin-build.log" >&2
+			exit 1
+		fi
+		echo "counted $rel" >"$res/counted"
+	fi
+	passes=${PASSES:-2}
+	[ "${QUICK:-0}" = 1 ] && passes=${PASSES:-1}
+	echo "bench: kernel $rel ($accel$([ "$accel" = tcg ] && echo ", counted by the vbcount plugin")), QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-2}, results in $res"
+	for pass in $(seq 1 "$passes"); do
+		pres=$res
+		if [ "$pass" -gt 1 ]; then
+			# Pass 2: a fresh L2 boot measures the target rows and
+			# workloads again (the spread of the counts across boots).
+			pres=$res/pass$pass
+			echo "bench: pass $pass (a fresh L2 boot): the target rows and workloads again, results in $pres"
+		fi
+		start=$(date +%s)
+		if [ "$pass" -gt 1 ]; then
+			ROWS="native qemu-native qsd vhost-blk-mq vhost-blk-bio" BACKENDS=nullb REPEAT_ROW= \
+			WORKLOADS="4k-randread-qd32 4k-randwrite-qd32 4k-randread-qd16-j8 4k-randwrite-qd16-j8" \
+				run_pass "$pres"
+		else
+			run_pass "$pres"
+		fi
+		echo "bench: pass $pass: VM finished in $(($(date +%s) - start))s (status $vrc, $attempt L2 boot(s))"
+		[ "$vrc" = 0 ] || rc_all=1
+		collect "$pres"
+	done
 	scripts/bench-report.sh "$res" || rc_all=1
-	echo "bench: $res/table.md"
+	echo "bench: $res/table.md, $res/cost.tsv"
 	cat "$res/targets.md" 2>/dev/null
 done
 exit $rc_all

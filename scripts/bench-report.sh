@@ -2,28 +2,39 @@
 # bench-report.sh RESULTS_DIR: summary.tsv, table.md (median of the repetitions,
 # spread, ratios), targets.md and bar charts (gnuplot, SVG and PNG) from fio's JSON.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 cd "$1"
 res=$(pwd)
 reps=${REPS:-3}
 
-# One line per run: backend row workload rep iops bw_kib lat_mean_us p99_us ios
-: >runs.tsv
-for f in json/*.json; do
-	[ -s "$f" ] || continue
-	base=$(basename "$f" .json)
-	backend=${base%%_*}; rest=${base#*_}; row=${rest%%__*}; rest=${rest#*__}
-	wl=${rest%%__*}; rep=${rest##*__}
-	jq -r --arg b "$backend" --arg r "$row" --arg w "$wl" --arg n "$rep" '
-		.jobs[0] as $j
-		| ([$j.read, $j.write] | map(select(.total_ios > 0))) as $d
-		| if ($d | length) == 0 then empty else
-		  [$b, $r, $w, $n,
-		   ($d | map(.iops) | add),
-		   ($d | map(.bw) | add),
-		   (($d | map(.lat_ns.mean * .total_ios) | add) / ($d | map(.total_ios) | add) / 1000),
-		   ($d | map(.clat_ns.percentile["99.000000"] // 0) | max / 1000),
-		   ($d | map(.total_ios) | add)] | @tsv end' "$f" >>runs.tsv
-done
+# One line per run: backend row workload rep iops bw_kib lat_mean_us p99_us ios p50_us
+runs_tsv() { # dir
+	local f base backend rest row wl rep
+	: >"$1/runs.tsv"
+	for f in "$1"/json/*.json; do
+		[ -s "$f" ] || continue
+		base=$(basename "$f" .json)
+		backend=${base%%_*}; rest=${base#*_}; row=${rest%%__*}; rest=${rest#*__}
+		wl=${rest%%__*}; rep=${rest##*__}
+		jq -r --arg b "$backend" --arg r "$row" --arg w "$wl" --arg n "$rep" '
+			.jobs[0] as $j
+			| ([$j.read, $j.write] | map(select(.total_ios > 0))) as $d
+			| if ($d | length) == 0 then empty else
+			  [$b, $r, $w, $n,
+			   ($d | map(.iops) | add),
+			   ($d | map(.bw) | add),
+			   (($d | map(.lat_ns.mean * .total_ios) | add) / ($d | map(.total_ios) | add) / 1000),
+			   ($d | map(.clat_ns.percentile["99.000000"] // 0) | max / 1000),
+			   ($d | map(.total_ios) | add),
+			   ($d | map(.clat_ns.percentile["50.000000"] // 0) | max / 1000)] | @tsv end' "$f" >>"$1/runs.tsv"
+	done
+}
+runs_tsv .
+[ -d pass2 ] && runs_tsv pass2
+
+# The counted cost of an I/O (cost.tsv, cost.md, cost-targets.md), where the
+# runs were counted (L2 under TCG with the vbcount plugin).
+REPS=$reps python3 "$here/bench-cost.py" . || echo "bench-report: bench-cost.py failed" >&2
 
 # Per I/O, from "CPU backend/row workload rep jiffies" (L2 CPU, USER_HZ = 100,
 # in us), "KVM ... exits injections reqs batches" (the L3 guest's VM exits;
@@ -45,7 +56,7 @@ awk -F'\t' -v OFS='\t' '
 	{ k = $1 "|" $2 "|" $3 "|" $4
 	  b = "-"
 	  if ((k in vbat) && vbat[k] > 0) b = sprintf("%.1f", vreq[k] / vbat[k])
-	  print $0, per(cpu, k, 10000, "%.1f"), per(ex, k, 1, "%.2f"), per(irq, k, 1, "%.2f"),
+	  print $1, $2, $3, $4, $5, $6, $7, $8, $9, per(cpu, k, 10000, "%.1f"), per(ex, k, 1, "%.2f"), per(irq, k, 1, "%.2f"),
 		per(kick, k, 1, "%.2f"), b, per(gcpu, k, 10000, "%.1f") }' runs.tsv >runs-cpu.tsv
 
 # Median and spread per backend/row/workload.
@@ -109,6 +120,10 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 		echo
 		sed 's/^RERUN /- /' reruns.txt
 	fi
+	if [ -s cost.md ]; then
+		echo
+		cat cost.md
+	fi
 } >table.md
 
 # Targets of the project, each met or not, with the numbers.
@@ -127,8 +142,35 @@ target() { # description numerator denominator threshold
 			v = sprintf("INCOMPLETE (%d and %d of %d runs), neither met nor not met", x[2], y[2], reps)
 		printf "- %s: %.2fx (%.0f / %.0f IOPS), target %.2fx: %s\n", d, r, x[1], y[1], t, v }'
 }
+# lat BACKEND ROW WORKLOAD: "median-of-p50-latency-us runs"
+lat() { awk -F'\t' -v b="$1" -v r="$2" -v w="$3" '$1 == b && $2 == r && $3 == w {print $10}' runs.tsv |
+	sort -g | awk '{v[NR] = $1} END { if (NR) print v[int((NR + 1) / 2)], NR }'; }
+lat_target() { # description numerator denominator
+	local d=$1 a=$2 b=$3
+	[ -n "$a" ] && [ -n "$b" ] || return 0
+	awk -v d="$d" -v a="$a" -v b="$b" -v reps="$reps" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		v = (x[1] <= y[1]) ? "MET" : "NOT MET"
+		if (x[2] < reps || y[2] < reps)
+			v = sprintf("INCOMPLETE (%d and %d of %d runs), neither met nor not met", x[2], y[2], reps)
+		printf "- %s: median latency %.0f us against %.0f us, target at most: %s\n", d, x[1], y[1], v }'
+}
 {
-	echo "# Targets ($(basename "$res"), backend nullb)"
+	echo "# Targets ($(basename "$res"))"
+	if [ -s cost-targets.md ]; then
+		echo
+		echo "## On the counts (instructions and VM exits per I/O, whole machine; cost.tsv)"
+		echo
+		cat cost-targets.md
+	fi
+	echo
+	echo "## On IOPS and latency (same run; backend nullb)"
+	echo
+	for rw in randread randwrite; do
+		for v in vhost-blk-mq vhost-blk-bio; do
+			lat_target "$v vs QEMU aio=native, 4k-$rw-qd1" "$(lat nullb $v 4k-$rw-qd1)" "$(lat nullb qemu-native 4k-$rw-qd1)"
+		done
+	done
 	for rw in randread randwrite; do
 		w=4k-$rw-qd32
 		for v in vhost-blk-mq vhost-blk-bio; do
@@ -147,6 +189,36 @@ target() { # description numerator denominator threshold
 		target "virtio_blk_bio request path vs stock virtio_blk (aio=native), $w" "$(val nullb vbb-mq-qemu $w)" "$(val nullb qemu-native $w)" 1.0
 	done
 } | grep -v ': not measured$' >targets.md || true
+
+# Cost charts: instructions and exits per I/O by workload, a bar per row.
+for dat in cost-*-insns.dat; do
+	[ -e "$dat" ] || continue
+	backend=${dat#cost-}; backend=${backend%-insns.dat}
+	ncol=$(head -n 1 "$dat" | awk -F'\t' '{print NF}')
+	for term in svg png; do
+		case $term in
+		svg) t="set terminal svg size 1400,1000 dynamic background '#ffffff'" ;;
+		png) t="set terminal png size 1400,1000" ;;
+		esac
+		gnuplot <<GP
+$t
+set output 'cost-$backend.$term'
+set multiplot layout 2,1 title "What an I/O costs, backend $backend ($(basename "$res")): whole machine, counted"
+set style data histogram
+set style histogram cluster gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set key outside right top
+set xtics rotate by -35 font ",9"
+set grid ytics
+set ylabel "thousand instructions per I/O"
+plot for [i=2:$ncol] 'cost-$backend-insns.dat' using i:xtic(1) title columnheader(i)
+set ylabel "L3 VM exits per I/O"
+plot for [i=2:$ncol] 'cost-$backend-exits.dat' using i:xtic(1) title columnheader(i)
+unset multiplot
+GP
+	done
+done
 
 # Bar charts: one per backend, workloads on x, a bar per row (median IOPS).
 for backend in $(cut -f1 summary.tsv | sort -u); do

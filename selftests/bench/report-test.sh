@@ -8,7 +8,7 @@
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$d"' EXIT
 mkdir -p "$d/json"
 fail=0
 ok() { echo "ok - bench report: $*"; }
@@ -49,6 +49,30 @@ echo "KVM nullb/vhost-blk-mq $wl 1 9999 9999 9999 1" >>"$d/kvm.txt"
 echo "GUEST nullb/vhost-blk-mq $wl 2 2000 1600 40" >"$d/guest.txt"
 echo "GUEST nullb/qemu-native $wl 2 400 -" >>"$d/guest.txt"
 echo "FAIL nullb/qemu-threads - not run: a reason" >"$d/failures.txt"
+# Counted windows (windows.txt: row workload rep boot id insns exits ns
+# l1_other). I/Os per run = IOPS x 4 (the fixture's JSON above). vhost-blk-mq:
+# 39000, 40000, 41000 insns/IO and 0.5 exits/IO; qemu-native: 60000 insns/IO,
+# 1.2 exits/IO, one run on a busy box; qsd: 50000 insns/IO, 1.0 exits/IO;
+# vhost-blk-bio: 44000 insns/IO, 0.75 exits/IO. Host wakeups: 0.25 per I/O
+# for vhost-blk-mq's median run.
+win() { # row rep insns/IO exits/IO(x100) l1other
+	local ios
+	ios=$(jq '.jobs[0].read.total_ios' "$d/json/nullb_$1__${wl}__$2.json")
+	printf 'nullb/%s\t%s\t%s\t1\t%s\t%s\t%s\t2000000000\t%s\n' "$1" "$wl" "$2" "$RANDOM" \
+		$((ios * $3)) $((ios * $4 / 100)) "$5" >>"$d/windows.txt"
+}
+: >"$d/windows.txt"
+win vhost-blk-mq 1 39000 50 0.00; win vhost-blk-mq 2 40000 50 0.00; win vhost-blk-mq 3 41000 50 0.01
+win qemu-native 1 60000 120 0.00; win qemu-native 2 60000 120 0.60; win qemu-native 3 60000 120 0.00
+for r in 1 2 3; do win qsd $r 50000 100 0.00; win vhost-blk-bio $r 44000 75 0.00; done
+echo "HOST nullb/vhost-blk-mq $wl 2 2000" >"$d/host.txt"
+# Pass 2 (a second L2 boot): vhost-blk-mq at 42000 insns/IO, 0.6 exits/IO.
+mkdir -p "$d/pass2/json"
+for rep in 1 2 3; do
+	cp "$d/json/nullb_vhost-blk-mq__${wl}__2.json" "$d/pass2/json/nullb_vhost-blk-mq__${wl}__$rep.json"
+	printf 'nullb/vhost-blk-mq\t%s\t%s\t1\t%s\t%s\t%s\t2000000000\t0.00\n' "$wl" $rep $RANDOM \
+		$((8000 * 42000)) $((8000 * 60 / 100)) >>"$d/pass2/windows.txt"
+done
 : >"$d/reruns.txt"
 
 if ! "$top/scripts/bench-report.sh" "$d" >"$d/report.log" 2>&1; then
@@ -79,5 +103,27 @@ check "a target from a row cut short is INCOMPLETE, neither met nor not met" \
 check "targets without numbers are left out, not reported as met" \
 	bash -c "! grep -q 'randwrite\|MET.*not measured' '$d/targets.md'"
 check "bar charts drawn (SVG and PNG)" test -s "$d/iops-nullb.svg" -a -s "$d/iops-nullb.png"
-[ $fail = 0 ] || sed 's/^/#   /' "$d/table.md" "$d/targets.md"
+c() { awk -F'\t' -v r="$1" -v w="$wl" '$2 == r && $3 == w' "$d/cost.tsv"; }
+check "cost.tsv has its header" \
+	test "$(head -n 1 "$d/cost.tsv" | cut -f1-10)" = "$(printf 'backend\trow\tworkload\tios\tinsns_per_io\texits_per_io\tirqs_per_io\tkicks_per_io\twakeups_per_io\tiops')"
+check "cost.tsv: medians per I/O of vhost-blk-mq (insns, exits, irq, kicks, wakeups, IOPS, weighted)" \
+	test "$(c vhost-blk-mq | cut -f1-11)" = "$(printf 'nullb\tvhost-blk-mq\t%s\t8000\t40000\t0.500\t0.250\t0.200\t0.250\t2000\t41000' "$wl")"
+check "cost.tsv: spread of insns/IO over the runs (5.0 %), runs, busy runs" \
+	test "$(c vhost-blk-mq | cut -f12-15)" = "$(printf '3\t5.0\t0.0\t0')"
+check "cost.tsv: the median and spread across two L2 boots (41000 insns/IO, 4.9 %)" \
+	test "$(c vhost-blk-mq | cut -f16-20)" = "$(printf '2\t41000\t4.9\t0.550\t18.2')"
+check "cost.tsv: a run on a busy box is counted as such" \
+	test "$(c qemu-native | cut -f15)" = 1
+check "target on exits: vhost-blk-mq 0.417x aio=native, MET" \
+	grep -qF -- "- vhost-blk-mq exits/IO vs QEMU aio=native, nullb $wl: 0.417x (0.500 / 1.200), target at most 0.500x: MET [counts taken on a busy box]" "$d/targets.md"
+check "target on instructions: vhost-blk-mq 0.667x aio=native, NOT MET" \
+	grep -qF -- "- vhost-blk-mq insns/IO vs QEMU aio=native, nullb $wl: 0.667x (40000 / 60000), target at most 0.625x: NOT MET" "$d/targets.md"
+check "target on instructions: vhost-blk-bio 0.880x qemu-storage-daemon, NOT MET" \
+	grep -qF -- "- vhost-blk-bio insns/IO vs qemu-storage-daemon, nullb $wl: 0.880x (44000 / 50000), target at most 0.700x: NOT MET" "$d/targets.md"
+check "cost table in table.md with the ratios to aio=native" \
+	grep -qF '| vhost-blk-mq | 40000 | 5.0% | 0.50 | 0.25 | 0.20 | 0.25 | 41000 | 0.67x, 0.42x, 0.66x | 2000 | 3 |' "$d/table.md"
+check "seed 004 style statistics of the repeated runs (mean, stddev, min, median, max)" \
+	grep -qF "| nullb | vhost-blk-mq | $wl | 40000 | 1000 | 39000 | 40000 | 41000 | 3 |" "$d/table.md"
+check "cost charts drawn (SVG and PNG)" test -s "$d/cost-nullb.svg" -a -s "$d/cost-nullb.png"
+[ $fail = 0 ] || sed 's/^/#   /' "$d/table.md" "$d/targets.md" "$d/cost.tsv"
 exit $fail

@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""bench-cost.py RESULTS_DIR: what an I/O costs, from make bench's counted runs.
+
+Inputs (written by scripts/bench.sh into RESULTS_DIR and, for a second pass in
+a fresh L2 boot, RESULTS_DIR/pass2): runs.tsv (one line per fio run, from its
+JSON; bench-report.sh), windows.txt (the vbcount plugin's counts joined to the
+runs: row workload rep boot id insns exits ns l1_other), guest.txt (the L3
+guest's interrupts and kicks), host.txt (L2's context switches).
+
+Outputs in RESULTS_DIR:
+  cost-runs.tsv  one line per counted run, both passes
+  cost.tsv       per backend/row/workload: medians of pass 1, spreads, and
+                 the median and spread across L2 boots
+  cost.md        the cost tables, the seeds' tables, repeatability (table.md
+                 includes it)
+  cost-targets.md  the targets judged on the counts
+  cost-<backend>.dat  chart data (insns/IO and exits/IO by workload and row)
+
+Environment: EXIT_COST (instruction equivalents of one VM exit on real
+hardware, default 2000; Documentation/benchmarks.rst says where it comes
+from), BUSY_CPUS (host CPUs used by others during a window above which its
+count is marked as taken on a busy box, default 0.25), REPS (default 3).
+"""
+import math
+import os
+import statistics
+import sys
+
+ROWS_ORDER = ["native", "qemu-threads", "qemu-native", "qemu-io_uring",
+              "vbb-mq-qemu", "qsd", "vhost-blk-mq", "vhost-blk-bio",
+              "selftest-load"]
+EXIT_COST = float(os.environ.get("EXIT_COST", "2000"))
+BUSY_CPUS = float(os.environ.get("BUSY_CPUS", "0.25"))
+REPS = int(os.environ.get("REPS", "3"))
+
+
+def row_key(row):
+    base, _, again = row.partition("@")
+    i = ROWS_ORDER.index(base) if base in ROWS_ORDER else len(ROWS_ORDER)
+    return (i, again, row)
+
+
+def read_lines(path):
+    try:
+        with open(path) as f:
+            return [l.rstrip("\n") for l in f if l.strip()]
+    except OSError:
+        return []
+
+
+def split_row(r):
+    """'nullb/vhost-blk-mq' -> ('nullb', 'vhost-blk-mq')"""
+    b, _, row = r.partition("/")
+    return b, row
+
+
+def load_pass(d, pas):
+    """Counted runs of one pass directory, as dicts."""
+    fio = {}
+    for l in read_lines(os.path.join(d, "runs.tsv")):
+        f = l.split("\t")
+        if len(f) < 9:
+            continue
+        fio[(f[0], f[1], f[2], f[3])] = {
+            "iops": float(f[4]), "lat_us": float(f[6]), "p99_us": float(f[7]),
+            "ios": int(float(f[8]))}
+    extra = {}
+    for name, fields in (("guest.txt", ("irqs", "kicks")),
+                         ("host.txt", ("wakeups",))):
+        for l in read_lines(os.path.join(d, name)):
+            f = l.split()
+            if len(f) < 4 + len(fields):
+                continue
+            b, row = split_row(f[1])
+            k = (b, row, f[2], f[3])
+            for i, n in enumerate(fields):
+                v = f[4 + i]
+                extra.setdefault(k, {})[n] = None if v == "-" else float(v)
+    # A row resumed in a fresh L2 after the flake runs a workload again:
+    # its later run (a later L2 boot, later in the file) is the one whose
+    # fio result was kept, so the later window wins.
+    runs = {}
+    for l in read_lines(os.path.join(d, "windows.txt")):
+        f = l.split("\t")
+        if len(f) < 9:
+            continue
+        b, row = split_row(f[0])
+        k = (b, row, f[1], f[2])
+        if k not in fio or fio[k]["ios"] <= 0:
+            continue
+        ios = fio[k]["ios"]
+        x = extra.get(k, {})
+        other = float(f[8])
+        run = {
+            "pass": pas, "backend": b, "row": row, "wl": f[1], "rep": f[2],
+            "boot": "%d.%s" % (pas, f[3]), "ios": ios,
+            "insns": int(f[5]), "exits": int(f[6]), "ns": int(f[7]),
+            "l1_other": other, "busy": other > BUSY_CPUS,
+            "insns_io": int(f[5]) / ios, "exits_io": int(f[6]) / ios,
+            "iops": fio[k]["iops"], "lat_us": fio[k]["lat_us"],
+            "p99_us": fio[k]["p99_us"],
+        }
+        for n in ("irqs", "kicks", "wakeups"):
+            v = x.get(n)
+            run[n + "_io"] = None if v is None else v / ios
+        run["weighted_io"] = run["insns_io"] + run["exits_io"] * EXIT_COST
+        runs[k] = run
+    return list(runs.values())
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def spread(vals):
+    vals = [v for v in vals if v is not None]
+    if len(vals) < 2:
+        return None
+    m = statistics.median(vals)
+    return (max(vals) - min(vals)) / m * 100 if m else None
+
+
+def fmt(v, f="%.0f", none="-"):
+    return none if v is None else f % v
+
+
+def summarize(runs):
+    """Per (backend, row, wl): medians over pass-1 runs, boot spreads."""
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["backend"], r["row"], r["wl"]), []).append(r)
+    out = {}
+    for k, rs in groups.items():
+        p1 = [r for r in rs if r["pass"] == 1] or rs
+        s = {"runs": len(p1), "boots": sorted({r["boot"] for r in p1}),
+             "busy": sum(1 for r in p1 if r["busy"]), "all": rs}
+        for n in ("ios", "insns_io", "exits_io", "irqs_io", "kicks_io",
+                  "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us"):
+            s[n] = med([r[n] for r in p1])
+        s["insns_spread"] = spread([r["insns_io"] for r in p1])
+        s["exits_spread"] = spread([r["exits_io"] for r in p1])
+        # Across L2 boots (pass 2, and fresh boots after the flake):
+        # the median of each boot's median, and their spread.
+        byboot = {}
+        for r in rs:
+            byboot.setdefault(r["boot"], []).append(r)
+        s["nboots"] = len(byboot)
+        bi = [med([r["insns_io"] for r in v]) for v in byboot.values()]
+        be = [med([r["exits_io"] for r in v]) for v in byboot.values()]
+        s["boots_insns"] = med(bi)
+        s["boots_exits"] = med(be)
+        s["boots_insns_spread"] = spread(bi)
+        s["boots_exits_spread"] = spread(be)
+        out[k] = s
+    return out
+
+
+def write_cost_tsv(res, summ):
+    cols = ["backend", "row", "workload", "ios", "insns_per_io",
+            "exits_per_io", "irqs_per_io", "kicks_per_io", "wakeups_per_io",
+            "iops", "weighted_per_io", "runs", "insns_spread_pct",
+            "exits_spread_pct", "busy_runs", "boots",
+            "boots_insns_per_io", "boots_insns_spread_pct",
+            "boots_exits_per_io", "boots_exits_spread_pct"]
+    with open(os.path.join(res, "cost.tsv"), "w") as f:
+        f.write("\t".join(cols) + "\n")
+        for (b, row, wl) in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
+            s = summ[(b, row, wl)]
+            f.write("\t".join([
+                b, row, wl, fmt(s["ios"]), fmt(s["insns_io"], "%.0f"),
+                fmt(s["exits_io"], "%.3f"), fmt(s["irqs_io"], "%.3f"),
+                fmt(s["kicks_io"], "%.3f"), fmt(s["wakeups_io"], "%.3f"),
+                fmt(s["iops"], "%.0f"), fmt(s["weighted_io"], "%.0f"),
+                str(s["runs"]), fmt(s["insns_spread"], "%.1f"),
+                fmt(s["exits_spread"], "%.1f"), str(s["busy"]),
+                str(s["nboots"]), fmt(s["boots_insns"], "%.0f"),
+                fmt(s["boots_insns_spread"], "%.1f"),
+                fmt(s["boots_exits"], "%.3f"),
+                fmt(s["boots_exits_spread"], "%.1f")]) + "\n")
+
+
+def write_runs_tsv(res, runs):
+    cols = ["pass", "boot", "backend", "row", "workload", "rep", "ios",
+            "insns", "exits", "insns_per_io", "exits_per_io", "irqs_per_io",
+            "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
+            "l1_other_cpus", "busy"]
+    with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
+        f.write("\t".join(cols) + "\n")
+        for r in runs:
+            f.write("\t".join([
+                str(r["pass"]), r["boot"], r["backend"], r["row"], r["wl"],
+                r["rep"], str(r["ios"]), str(r["insns"]), str(r["exits"]),
+                "%.0f" % r["insns_io"], "%.3f" % r["exits_io"],
+                fmt(r["irqs_io"], "%.3f"), fmt(r["kicks_io"], "%.3f"),
+                fmt(r["wakeups_io"], "%.3f"), "%.0f" % r["iops"],
+                "%.0f" % (r["ns"] / 1e6), "%.2f" % r["l1_other"],
+                "busy" if r["busy"] else "idle"]) + "\n")
+
+
+def get(summ, b, row, wl):
+    return summ.get((b, row, wl))
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def cost_md(summ, runs):
+    out = []
+    w = out.append
+    w("## What an I/O costs (counted)")
+    w("")
+    w("The whole machine (L2 host and L3 guest), counted by the vbcount TCG plugin")
+    w("over each fio run of a fixed number of I/Os: instructions and L3 VM exits per")
+    w("I/O, the L3 guest's interrupts and notifications (kicks) per I/O, L2's")
+    w("context switches (host wakeups) per I/O. Medians of the runs of one L2 boot;")
+    w("spread = (max - min) / median of insns/IO over those runs. weighted =")
+    w("insns/IO + exits/IO x %.0f, the instruction-equivalent of one exit on real" % EXIT_COST)
+    w("hardware (benchmarks.rst): the number to read for a KVM host. Runs taken")
+    w("while other processes used more than %.2f host CPUs are counted as busy." % BUSY_CPUS)
+    for b in sorted({k[0] for k in summ}):
+        for wl in sorted({k[2] for k in summ if k[0] == b}):
+            rows = sorted([k[1] for k in summ if k[0] == b and k[2] == wl],
+                          key=row_key)
+            qn = get(summ, b, "qemu-native", wl)
+            w("")
+            w("### %s: %s" % (b, wl))
+            w("")
+            w("| row | insns/IO | spread | exits/IO | irq/IO | kicks/IO | wakeups/IO "
+              "| weighted/IO | x aio=native (insns, exits, weighted) | IOPS | runs | boots |")
+            w("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+            for row in rows:
+                s = summ[(b, row, wl)]
+                rel = "-"
+                if qn and row != "qemu-native":
+                    rel = "%s, %s, %s" % tuple(
+                        fmt(ratio(s[n], qn[n]), "%.2fx") for n in
+                        ("insns_io", "exits_io", "weighted_io"))
+                note = " (%d busy)" % s["busy"] if s["busy"] else ""
+                boots = "-"
+                if s["nboots"] > 1:
+                    boots = "%d: %s insns/IO, spread %s" % (
+                        s["nboots"], fmt(s["boots_insns"]),
+                        fmt(s["boots_insns_spread"], "%.1f%%"))
+                w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d%s | %s |" % (
+                    row, fmt(s["insns_io"]), fmt(s["insns_spread"], "%.1f%%"),
+                    fmt(s["exits_io"], "%.2f"), fmt(s["irqs_io"], "%.2f"),
+                    fmt(s["kicks_io"], "%.2f"), fmt(s["wakeups_io"], "%.2f"),
+                    fmt(s["weighted_io"]), rel, fmt(s["iops"]), s["runs"], note,
+                    boots))
+    # Repeatability: a row measured again in the same L2 boot (ROW@2).
+    again = [k for k in summ if k[1].endswith("@2")]
+    w("")
+    w("## Repeatability")
+    w("")
+    w("Spread of insns/IO over the runs of one row in one L3 boot (median and")
+    w("largest over the rows and workloads above), and a row measured again in a new")
+    w("L3 boot of the same L2 boot (ROW@2; REPEAT_ROW), and across L2 boots")
+    w("(pass 2 of a full run). Counts taken on a busy box are not comparable.")
+    w("")
+    sp = [s["insns_spread"] for s in summ.values() if s["insns_spread"] is not None]
+    if sp:
+        w("- within a row: median spread %.1f%%, largest %.1f%% (%d rows x workloads)"
+          % (statistics.median(sp), max(sp), len(sp)))
+    for k in sorted(again):
+        b, row, wl = k
+        first = summ.get((b, row[:-2], wl))
+        s = summ[k]
+        if first and first["insns_io"] and s["insns_io"]:
+            d = abs(s["insns_io"] - first["insns_io"]) / first["insns_io"] * 100
+            de = None
+            if first["exits_io"]:
+                de = abs(s["exits_io"] - first["exits_io"]) / first["exits_io"] * 100
+            w("- %s %s: %s and %s insns/IO in two L3 boots (%.1f%% apart); "
+              "exits/IO %s and %s (%s apart)" % (
+                  b, row[:-2] + " " + wl, fmt(first["insns_io"]),
+                  fmt(s["insns_io"]), d, fmt(first["exits_io"], "%.2f"),
+                  fmt(s["exits_io"], "%.2f"), fmt(de, "%.1f%%")))
+    bs = [(k, s) for k, s in summ.items() if s["nboots"] > 1]
+    for k, s in sorted(bs, key=lambda x: (x[0][0], x[0][2], row_key(x[0][1]))):
+        w("- %s %s %s across %d L2 boots: insns/IO %s (spread %s), exits/IO %s (spread %s)" % (
+            k[0], k[1], k[2], s["nboots"], fmt(s["boots_insns"]),
+            fmt(s["boots_insns_spread"], "%.1f%%"), fmt(s["boots_exits"], "%.2f"),
+            fmt(s["boots_exits_spread"], "%.1f%%")))
+    busy = [r for r in runs if r["busy"]]
+    w("- host load: %d of %d counted runs were taken while other processes used more "
+      "than %.2f host CPUs%s" % (len(busy), len(runs), BUSY_CPUS,
+                                 " (marked busy above)" if busy else ""))
+    out.extend(seeds_md(summ, runs))
+    return "\n".join(out) + "\n"
+
+
+def seeds_md(summ, runs):
+    out = []
+    w = out.append
+    b = "nullb"
+    w("")
+    w("## The seeds' questions, in counts")
+    # seed 000: aio=threads vs aio=native
+    lines = []
+    for wl in ("16k-write-qd74", "16k-randwrite-qd74"):
+        t, n = get(summ, b, "qemu-threads", wl), get(summ, b, "qemu-native", wl)
+        if t and n:
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                wl, fmt(t["insns_io"]), fmt(n["insns_io"]),
+                fmt(ratio(t["insns_io"], n["insns_io"]), "%.2fx"),
+                fmt(t["exits_io"], "%.2f"), fmt(n["exits_io"], "%.2f"),
+                fmt(t["iops"]), fmt(n["iops"])))
+    if lines:
+        w("")
+        w("QEMU aio=threads against aio=native (seed 000), %s:" % b)
+        w("")
+        w("| workload | insns/IO threads | insns/IO native | threads/native "
+          "| exits/IO threads | exits/IO native | IOPS threads | IOPS native |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.extend(lines)
+    # seed 002: request vs bio path, aio-stress shape
+    lines = []
+    for rw in ("write", "read", "randwrite", "randread"):
+        wl = "aio-stress-8k-%s-t64" % rw
+        m, bi = get(summ, b, "vhost-blk-mq", wl), get(summ, b, "vhost-blk-bio", wl)
+        if m and bi:
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                wl, fmt(m["insns_io"]), fmt(bi["insns_io"]),
+                fmt(ratio(bi["insns_io"], m["insns_io"]), "%.2fx"),
+                fmt(m["exits_io"], "%.2f"), fmt(bi["exits_io"], "%.2f"),
+                fmt(m["iops"]), fmt(bi["iops"])))
+    if lines:
+        w("")
+        w("Request path against bio path on vhost_blk, aio-stress shape (seed 002), %s:" % b)
+        w("")
+        w("| workload | insns/IO request | insns/IO bio | bio/request | exits/IO request "
+          "| exits/IO bio | IOPS request | IOPS bio |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.extend(lines)
+    # seed 001: what a batch saves per I/O (queue depth 1 against 32, 128)
+    lines = []
+    for row in ("qemu-native", "qsd", "vhost-blk-mq", "vhost-blk-bio"):
+        for rw in ("randread", "randwrite"):
+            q1 = get(summ, b, row, "4k-%s-qd1" % rw)
+            q32 = get(summ, b, row, "4k-%s-qd32" % rw)
+            q128 = get(summ, b, row, "4k-%s-qd128" % rw)
+            if not (q1 and q32):
+                continue
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                row, rw, fmt(q1["insns_io"]), fmt(q32["insns_io"]),
+                fmt(q128["insns_io"] if q128 else None),
+                fmt(q1["insns_io"] - q32["insns_io"]),
+                fmt(q1["exits_io"], "%.2f"), fmt(q32["exits_io"], "%.2f")))
+    if lines:
+        w("")
+        w("What batching saves per I/O (seed 001): QEMU's batched linux-aio submission "
+          "against vhost_blk's plugged submission, queue depth 1 against 32 and 128, %s:" % b)
+        w("")
+        w("| row | rw | insns/IO QD1 | QD32 | QD128 | saved per I/O at QD32 "
+          "| exits/IO QD1 | exits/IO QD32 |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|")
+        out.extend(lines)
+    # seed 004: repeated runs, qemu-img bench style
+    w("")
+    w("Repeated runs, insns/IO over the runs of pass 1 (the qemu-img bench style of seed 004):")
+    w("")
+    w("| backend | row | workload | mean | stddev | min | median | max | count |")
+    w("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for k in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
+        v = [r["insns_io"] for r in summ[k]["all"] if r["pass"] == 1]
+        if not v:
+            continue
+        sd = statistics.stdev(v) if len(v) > 1 else 0.0
+        w("| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %d |" % (
+            k[0], k[1], k[2], statistics.mean(v), sd, min(v),
+            statistics.median(v), max(v), len(v)))
+    return out
+
+
+def targets_md(summ):
+    """Issue targets judged on the counts (ratios of medians, one boot)."""
+    out = []
+    w = out.append
+
+    def judge(desc, a, b, n, limit, le=True):
+        if not a or not b or a[n] is None or b[n] is None or not b[n]:
+            return
+        r = a[n] / b[n]
+        ok = r <= limit if le else r >= limit
+        v = "MET" if ok else "NOT MET"
+        if a["runs"] < REPS or b["runs"] < REPS:
+            v = "INCOMPLETE (%d and %d of %d runs), neither met nor not met" % (
+                a["runs"], b["runs"], REPS)
+        note = []
+        if set(a["boots"]) != set(b["boots"]):
+            note.append("rows from different L2 boots")
+        if a["busy"] or b["busy"]:
+            note.append("counts taken on a busy box")
+        w("- %s: %.3fx (%s / %s), target %s %.3fx: %s%s" % (
+            desc, r, fmt(a[n], "%.3f" if n == "exits_io" else "%.0f"),
+            fmt(b[n], "%.3f" if n == "exits_io" else "%.0f"),
+            "at most" if le else "at least", limit, v,
+            " [" + "; ".join(note) + "]" if note else ""))
+
+    backends = sorted({k[0] for k in summ})
+    for b in backends:
+        for wl in ("4k-randread-qd32", "4k-randwrite-qd32",
+                   "4k-randread-qd16-j8", "4k-randwrite-qd16-j8"):
+            qn = get(summ, b, "qemu-native", wl)
+            qs = get(summ, b, "qsd", wl)
+            for v in ("vhost-blk-mq", "vhost-blk-bio"):
+                s = get(summ, b, v, wl)
+                judge("%s exits/IO vs QEMU aio=native, %s %s" % (v, b, wl), s, qn, "exits_io", 0.5)
+                judge("%s insns/IO vs QEMU aio=native, %s %s" % (v, b, wl), s, qn, "insns_io", 0.625)
+                judge("%s insns/IO vs qemu-storage-daemon, %s %s" % (v, b, wl), s, qs, "insns_io", 0.7)
+        for wl in ("4k-randread-qd16-j8", "4k-randwrite-qd16-j8",
+                   "aio-stress-8k-randread-t64", "aio-stress-8k-randwrite-t64"):
+            judge("guest bio vs request path insns/IO (vhost-blk), %s %s" % (b, wl),
+                  get(summ, b, "vhost-blk-bio", wl), get(summ, b, "vhost-blk-mq", wl),
+                  "insns_io", 1.0)
+        for wl in ("16k-write-qd74", "aio-stress-8k-write-t64", "aio-stress-8k-read-t64"):
+            judge("guest bio vs request path insns/IO (vhost-blk), sequential %s %s" % (b, wl),
+                  get(summ, b, "vhost-blk-bio", wl), get(summ, b, "vhost-blk-mq", wl),
+                  "insns_io", 1.03)
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def chart_data(res, summ):
+    for b in sorted({k[0] for k in summ}):
+        rows = sorted({k[1] for k in summ if k[0] == b}, key=row_key)
+        wls = sorted({k[2] for k in summ if k[0] == b})
+        for n, name in (("insns_io", "insns"), ("exits_io", "exits")):
+            with open(os.path.join(res, "cost-%s-%s.dat" % (b, name)), "w") as f:
+                f.write("workload\t" + "\t".join(rows) + "\n")
+                for wl in wls:
+                    vals = []
+                    for row in rows:
+                        s = summ.get((b, row, wl))
+                        v = s[n] if s and s[n] is not None else 0
+                        vals.append("%.4f" % (v / 1000 if n == "insns_io" else v))
+                    f.write(wl + "\t" + "\t".join(vals) + "\n")
+
+
+def main():
+    res = sys.argv[1]
+    runs = load_pass(res, 1)
+    p2 = os.path.join(res, "pass2")
+    if os.path.isdir(p2):
+        runs += load_pass(p2, 2)
+    if not runs:
+        for n in ("cost.md", "cost-targets.md"):
+            with open(os.path.join(res, n), "w"):
+                pass
+        return 0
+    summ = summarize(runs)
+    write_runs_tsv(res, runs)
+    write_cost_tsv(res, summ)
+    with open(os.path.join(res, "cost.md"), "w") as f:
+        f.write(cost_md(summ, runs))
+    with open(os.path.join(res, "cost-targets.md"), "w") as f:
+        f.write(targets_md(summ))
+    chart_data(res, summ)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

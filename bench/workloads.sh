@@ -11,7 +11,10 @@
 # Where vbmark is installed (the VM images), each fio run sits in a measurement
 # window of the vbcount TCG plugin (tools/cost-plugin), opened right before fio
 # and closed right after it, and "@@WIN ID ROW WORKLOAD REP@@" names it; make
-# bench joins the plugin's counts to it (Documentation/benchmarks.rst).
+# bench joins the plugin's counts to it (Documentation/benchmarks.rst). Each
+# workload then also has a counted run with an eighth of the I/Os, REP "base",
+# first (after one uncounted warm-up run of fio per device), whose count the
+# report subtracts: what fio's start and exit cost is not an I/O's.
 #
 # Environment: QUICK=1 (fewer workloads), REPS (default 3), IOS (default 8192),
 # IOS_QD1 (default 2048), SKIP_WLS="name ..." (workloads already measured: a row
@@ -112,6 +115,7 @@ run_one() { # dev row name rep
 	fi
 }
 
+warm=
 for wl in $wls; do
 	IFS=: read -r job RW QD JOBS <<<"$wl"
 	export RW QD=${QD:-1} JOBS=${JOBS:-1}
@@ -123,7 +127,18 @@ for wl in $wls; do
 	case " ${SKIP_WLS:-} " in *" $name "*) echo "# $row: $name already measured"; continue ;; esac
 	[ -z "${WORKLOADS:-}" ] || case " $WORKLOADS " in *" $name "*) ;; *) continue ;; esac
 	n=$ios; [ "$QD" = 1 ] && [ "$JOBS" = 1 ] && n=$ios_qd1
-	export NIOS=$(((n + JOBS - 1) / JOBS))
+	nios=$(((n + JOBS - 1) / JOBS))
+	# The base run: an eighth of the I/Os, so that the report can take
+	# what every run costs besides its I/Os (fio's start and exit, the
+	# queue filling and draining: some 120 million instructions here)
+	# out of the count: cost per I/O = (run - base) / (I/Os - base I/Os).
+	if [ -n "$mark" ]; then
+		[ -z "$warm" ] && { NIOS=$(((nios + 7) / 8)) DEV=$dev fio "$here/fio/$job.fio" >/dev/null 2>&1; warm=1; }
+		export NIOS=$(((nios + 7) / 8))
+		run_one "$dev" "$row" "$name" base
+		[ -n "$dev2" ] && run_one "$dev2" "$row2" "$name" base
+	fi
+	export NIOS=$nios
 	for rep in $(seq 1 "$reps"); do
 		if [ -z "$dev2" ]; then
 			run_one "$dev" "$row" "$name" "$rep"

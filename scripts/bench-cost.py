@@ -56,15 +56,20 @@ def split_row(r):
 
 
 def load_pass(d, pas):
-    """Counted runs of one pass directory, as dicts."""
+    """Counted runs of one pass directory, as dicts, each per I/O net of its
+    workload's base run (the same fio job with an eighth of the I/Os):
+    (count - base count) / (I/Os - base I/Os) takes what every run costs
+    besides its I/Os (fio's start and exit, the queue filling and draining)
+    out of the figure. Without a base run: count / I/Os, said as such."""
     fio = {}
-    for l in read_lines(os.path.join(d, "runs.tsv")):
-        f = l.split("\t")
-        if len(f) < 9:
-            continue
-        fio[(f[0], f[1], f[2], f[3])] = {
-            "iops": float(f[4]), "lat_us": float(f[6]), "p99_us": float(f[7]),
-            "ios": int(float(f[8]))}
+    for name in ("runs.tsv", "runs-base.tsv"):
+        for l in read_lines(os.path.join(d, name)):
+            f = l.split("\t")
+            if len(f) < 9:
+                continue
+            fio[(f[0], f[1], f[2], f[3])] = {
+                "iops": float(f[4]), "lat_us": float(f[6]),
+                "p99_us": float(f[7]), "ios": int(float(f[8]))}
     extra = {}
     for name, fields in (("guest.txt", ("irqs", "kicks")),
                          ("host.txt", ("wakeups",))):
@@ -80,7 +85,7 @@ def load_pass(d, pas):
     # A row resumed in a fresh L2 after the flake runs a workload again:
     # its later run (a later L2 boot, later in the file) is the one whose
     # fio result was kept, so the later window wins.
-    runs = {}
+    raw = {}
     for l in read_lines(os.path.join(d, "windows.txt")):
         f = l.split("\t")
         if len(f) < 9:
@@ -89,24 +94,44 @@ def load_pass(d, pas):
         k = (b, row, f[1], f[2])
         if k not in fio or fio[k]["ios"] <= 0:
             continue
-        ios = fio[k]["ios"]
         x = extra.get(k, {})
-        other = float(f[8])
+        raw[k] = {"boot": f[3], "insns": int(f[5]), "exits": int(f[6]),
+                  "ns": int(f[7]), "l1_other": float(f[8]),
+                  "ios": fio[k]["ios"], "irqs": x.get("irqs"),
+                  "kicks": x.get("kicks"), "wakeups": x.get("wakeups")}
+    runs = []
+    for k, w in raw.items():
+        b, row, wl, rep = k
+        if rep == "base":
+            continue
+        base = raw.get((b, row, wl, "base"))
+        if base and (base["boot"] != w["boot"] or base["ios"] >= w["ios"]):
+            base = None
+        ios = w["ios"] - (base["ios"] if base else 0)
+
+        def net(n):
+            if w[n] is None:
+                return None
+            if base is None:
+                return w[n] / ios
+            if base[n] is None:
+                return None
+            return (w[n] - base[n]) / ios
+
         run = {
-            "pass": pas, "backend": b, "row": row, "wl": f[1], "rep": f[2],
-            "boot": "%d.%s" % (pas, f[3]), "ios": ios,
-            "insns": int(f[5]), "exits": int(f[6]), "ns": int(f[7]),
-            "l1_other": other, "busy": other > BUSY_CPUS,
-            "insns_io": int(f[5]) / ios, "exits_io": int(f[6]) / ios,
+            "pass": pas, "backend": b, "row": row, "wl": wl, "rep": rep,
+            "boot": "%d.%s" % (pas, w["boot"]), "ios": w["ios"],
+            "net_ios": ios, "base_insns": base["insns"] if base else None,
+            "insns": w["insns"], "exits": w["exits"], "ns": w["ns"],
+            "l1_other": w["l1_other"], "busy": w["l1_other"] > BUSY_CPUS,
             "iops": fio[k]["iops"], "lat_us": fio[k]["lat_us"],
             "p99_us": fio[k]["p99_us"],
         }
-        for n in ("irqs", "kicks", "wakeups"):
-            v = x.get(n)
-            run[n + "_io"] = None if v is None else v / ios
+        for n in ("insns", "exits", "irqs", "kicks", "wakeups"):
+            run[n + "_io"] = net(n)
         run["weighted_io"] = run["insns_io"] + run["exits_io"] * EXIT_COST
-        runs[k] = run
-    return list(runs.values())
+        runs.append(run)
+    return runs
 
 
 def med(vals):
@@ -183,7 +208,7 @@ def write_cost_tsv(res, summ):
 
 def write_runs_tsv(res, runs):
     cols = ["pass", "boot", "backend", "row", "workload", "rep", "ios",
-            "insns", "exits", "insns_per_io", "exits_per_io", "irqs_per_io",
+            "insns", "exits", "base_insns", "net_ios", "insns_per_io", "exits_per_io", "irqs_per_io",
             "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
             "l1_other_cpus", "busy"]
     with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
@@ -192,6 +217,7 @@ def write_runs_tsv(res, runs):
             f.write("\t".join([
                 str(r["pass"]), r["boot"], r["backend"], r["row"], r["wl"],
                 r["rep"], str(r["ios"]), str(r["insns"]), str(r["exits"]),
+                fmt(r["base_insns"], "%d"), str(r["net_ios"]),
                 "%.0f" % r["insns_io"], "%.3f" % r["exits_io"],
                 fmt(r["irqs_io"], "%.3f"), fmt(r["kicks_io"], "%.3f"),
                 fmt(r["wakeups_io"], "%.3f"), "%.0f" % r["iops"],
@@ -217,7 +243,9 @@ def cost_md(summ, runs):
     w("The whole machine (L2 host and L3 guest), counted by the vbcount TCG plugin")
     w("over each fio run of a fixed number of I/Os: instructions and L3 VM exits per")
     w("I/O, the L3 guest's interrupts and notifications (kicks) per I/O, L2's")
-    w("context switches (host wakeups) per I/O. Medians of the runs of one L2 boot;")
+    w("context switches (host wakeups) per I/O, each net of the workload's base run")
+    w("(an eighth of the I/Os: (run - base) / (I/Os - base I/Os), which takes fio's")
+    w("start and exit out). Medians of the runs of one L2 boot;")
     w("spread = (max - min) / median of insns/IO over those runs. weighted =")
     w("insns/IO + exits/IO x %.0f, the instruction-equivalent of one exit on real" % EXIT_COST)
     w("hardware (benchmarks.rst): the number to read for a KVM host. Runs taken")

@@ -7,15 +7,19 @@ cd "$1"
 res=$(pwd)
 reps=${REPS:-3}
 
-# One line per run: backend row workload rep iops bw_kib lat_mean_us p99_us ios p50_us
+# One line per run: backend row workload rep iops bw_kib lat_mean_us p99_us ios p50_us;
+# the cost base runs (rep "base", bench/workloads.sh) in runs-base.tsv.
 runs_tsv() { # dir
-	local f base backend rest row wl rep
+	local f base backend rest row wl rep out
 	: >"$1/runs.tsv"
+	: >"$1/runs-base.tsv"
 	for f in "$1"/json/*.json; do
 		[ -s "$f" ] || continue
 		base=$(basename "$f" .json)
 		backend=${base%%_*}; rest=${base#*_}; row=${rest%%__*}; rest=${rest#*__}
 		wl=${rest%%__*}; rep=${rest##*__}
+		out=$1/runs.tsv
+		[ "$rep" = base ] && out=$1/runs-base.tsv
 		jq -r --arg b "$backend" --arg r "$row" --arg w "$wl" --arg n "$rep" '
 			.jobs[0] as $j
 			| ([$j.read, $j.write] | map(select(.total_ios > 0))) as $d
@@ -26,7 +30,7 @@ runs_tsv() { # dir
 			   (($d | map(.lat_ns.mean * .total_ios) | add) / ($d | map(.total_ios) | add) / 1000),
 			   ($d | map(.clat_ns.percentile["99.000000"] // 0) | max / 1000),
 			   ($d | map(.total_ios) | add),
-			   ($d | map(.clat_ns.percentile["50.000000"] // 0) | max / 1000)] | @tsv end' "$f" >>"$1/runs.tsv"
+			   ($d | map(.clat_ns.percentile["50.000000"] // 0) | max / 1000)] | @tsv end' "$f" >>"$out"
 	done
 }
 runs_tsv .

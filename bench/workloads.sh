@@ -126,7 +126,7 @@ for wl in $wls; do
 	esac
 	case " ${SKIP_WLS:-} " in *" $name "*) echo "# $row: $name already measured"; continue ;; esac
 	[ -z "${WORKLOADS:-}" ] || case " $WORKLOADS " in *" $name "*) ;; *) continue ;; esac
-	n=$ios; [ "$QD" = 1 ] && [ "$JOBS" = 1 ] && n=$ios_qd1
+	n=$ios; case $name in *-qd1) n=$ios_qd1 ;; esac
 	nios=$(((n + JOBS - 1) / JOBS))
 	# The base run: an eighth of the I/Os, so that the report can take
 	# what every run costs besides its I/Os (fio's start and exit, the

@@ -43,7 +43,8 @@ kbuild = $(MAKE) -C "$(KDIR)" M="$(CURDIR)"
 vhost_src = vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1
 
 .PHONY: all modules guest tools man clean deps deps-build check demo bench help sparse \
-	install install-modules install-guest install-bridge uninstall uninstall-guest
+	install install-modules install-guest install-bridge uninstall uninstall-guest \
+	dkms-add dkms-add-guest
 
 all: modules tools
 
@@ -117,6 +118,14 @@ uninstall-guest:
 	-rmdir $(DESTDIR)/lib/modules/$(KREL)/updates/virtio_blk_bio 2>/dev/null
 	depmod $(if $(DESTDIR),-b "$(DESTDIR)") -a "$(KREL)"
 
+# DKMS: stage the package's files in /usr/src/NAME-VERSION and add it; then
+# dkms install vhost-blk/VERSION (a host) or virtio-blk-bio/VERSION (a guest).
+dkms-add:
+	dkms add "$$(scripts/dkms-src.sh host)"
+
+dkms-add-guest:
+	dkms add "$$(scripts/dkms-src.sh guest)"
+
 clean:
 	@if [ -d "$(KDIR)" ]; then $(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC=clean clean; fi
 	rm -f $(TOOLS)
@@ -156,6 +165,8 @@ help:
 	@echo '                  systemd units, udev rule and system user under PREFIX; DESTDIR= stages'
 	@echo '  install-guest   virtio_blk_bio only (+ depmod)'
 	@echo '  uninstall       remove what install put in place (uninstall-guest: the guest module)'
+	@echo '  dkms-add        stage /usr/src/vhost-blk-VERSION (both modules) and dkms add it'
+	@echo '  dkms-add-guest  stage /usr/src/virtio-blk-bio-VERSION (guest driver alone) and dkms add it'
 	@echo '  deps-build      install what building and installing here needs (root, Debian 12;'
 	@echo '                  headers of the running kernel, or KDIR=)'
 	@echo '  deps            install the test kit (root, Debian 12): QEMU, libvirt, fio, ...; the test'
@@ -168,4 +179,3 @@ help:
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'
 	@echo '           PREFIX=/usr/local DESTDIR= TEST_KERNELS_DIR= (default build/kernels)'
-	@echo 'DKMS: dkms.conf packages both modules, dkms/virtio-blk-bio/ the guest driver alone (README)'

@@ -49,6 +49,7 @@ echo "install-test: make install staged: $(cd "$stage" && find . -type f ! -name
 if [ -n "$keep" ]; then
 	rm -rf "$keep"
 	cp -a "$stage" "$keep"
+	chmod 755 "$keep"
 fi
 
 make -s -C "$tree" KDIR="$kd" CACHE="$BUILD/cache" DESTDIR="$stage" PREFIX=/usr/local uninstall

@@ -111,7 +111,8 @@ if ls "${hk_bins[@]}" >/dev/null 2>&1; then
 fi
 l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" \
 	"$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" \
-	"$warnko" /usr/sbin/libvirtd "$lvdrv" "${hk_bins[@]}" "$KERNELS_DIR/$rel/.complete")
+	"$warnko" /usr/sbin/libvirtd "$lvdrv" "${hk_bins[@]}" "$KERNELS_DIR/$rel/.complete" \
+	"$TOP/scripts/install-post.sh")
 if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	echo "vm.sh: building L2 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}" qemu-system-x86_64 qemu-img qemu-storage-daemon \
@@ -121,6 +122,7 @@ if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \
 		"${lvirt[@]}" "${hostkit[@]}" --file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
 		--file "$vmtools/vmrun:/usr/bin/vmrun" --file "$vmtools/l3run:/usr/bin/l3run" \
+		--file "$TOP/scripts/install-post.sh:/src/scripts/install-post.sh" \
 		--file "$kimage:/l3/vmlinuz" --file "$imgdir/l3.img:/l3/initrd.img"
 	echo "$l2key" >"$imgdir/l2.key"
 fi

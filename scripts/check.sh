@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # check.sh [KERNEL...]: the project's test suite (make check).
 #
-# For each test kernel (default: 6.1 6.12): checkpatch on every kernel C file and
-# header, a warning-free module build, a sparse build, the VM harness self-tests,
-# then one L2 boot that runs every selftests/l2/*.sh, then the durability test
+# First, on the host without a VM: the bench report, the bridge's socket and
+# protocol handling, the repository's basics, the test kit. Then for each test
+# kernel (default: 6.1 6.12, unpacked in build/kernels by make deps): checkpatch
+# on every kernel C file and header, a warning-free module build, a sparse build,
+# the VM harness self-tests, make install staged, both DKMS packages, then one L2
+# boot that runs every selftests/l2/*.sh, then the durability test
 # (selftests/e2e/durability.sh: whole L2 VMs killed from L1). Prints one TAP-style
 # line per test with the kernel in its name and ends with "N passed, N failed,
 # N skipped".

@@ -141,7 +141,7 @@ runtime_deps() {
 show_field() { # pkg sed-script
 	local info
 	info=$(apt-cache show "$1" 2>/dev/null) || true
-	sed -n "$2" <<<"$info" | head -n 1
+	sed -n "$2" <<<"$info" | sed -n 1p
 }
 
 # The versioned kernel package a meta-package points at, per series: the bookworm

@@ -3,19 +3,29 @@
 #
 #   make                      modules for the running kernel + userspace tools
 #   make KDIR=<build dir>     modules for any kernel build dir
+#   make guest                only the guest driver (needs no vhost source)
 #   make help                 all targets
 
 KDIR  ?= /lib/modules/$(shell uname -r)/build
 KSRC  ?=
 CACHE ?= $(CURDIR)/build/cache
 CC    ?= gcc
-UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(CURDIR)/include/uapi $(EXTRA_UCFLAGS)
 
-TOOLS := tools/vhost-blk-bridge/vhost-blk-bridge selftests/vhost_blk/vhost_blk_test \
-	 tools/cost-plugin/vbmark
+# Userspace: warnings, and the hardening Debian's dpkg-buildflags gives
+# (fortify, stack protector and clash protection, CET, PIE, full RELRO).
+HARDEN_CFLAGS  := -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
+		  -fstack-clash-protection -fcf-protection -fPIE -Wformat -Werror=format-security
+HARDEN_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack
+UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter $(HARDEN_CFLAGS) \
+	   -I$(CURDIR)/include/uapi $(EXTRA_UCFLAGS)
+ULDFLAGS := $(HARDEN_LDFLAGS) $(EXTRA_ULDFLAGS)
 
+BRIDGE := tools/vhost-blk-bridge/vhost-blk-bridge
+TOOLS  := $(BRIDGE) selftests/vhost_blk/vhost_blk_test tools/cost-plugin/vbmark
 # The cost-counting TCG plugin, for the QEMU installed here (make bench).
 PLUGIN := build/plugin/libvbcount.so
+MAN    := build/man/vhost-blk-bridge.8
+DIST   := tools/vhost-blk-bridge/dist
 
 # The release KDIR builds for (Debian's headers carry the upstream version in
 # include/config/kernel.release; utsrelease.h has the real one).
@@ -23,29 +33,41 @@ KREL = $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' $(KDIR)/include/ge
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+# systemd, udev and sysusers all read these under /usr/local/lib as under /usr/lib.
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+UDEVDIR     ?= $(PREFIX)/lib/udev/rules.d
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
-.PHONY: all modules tools plugin clean deps check demo bench help sparse install uninstall
+# The kernel build, with or without the host module (GUEST_ONLY=y: no vhost source).
+kbuild = $(MAKE) -C "$(KDIR)" M="$(CURDIR)"
+vhost_src = vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1
+
+.PHONY: all modules guest tools plugin man clean deps deps-build check demo bench help sparse \
+	install install-modules install-guest install-bridge uninstall uninstall-guest \
+	dkms-add dkms-add-guest
 
 all: modules tools
 
 modules:
-	@vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1; \
-	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" modules
+	@$(vhost_src); $(kbuild) VHOST_SRC="$$vsrc" modules
+
+# The guest driver alone, from the guest kernel's headers: no vhost.h needed.
+guest:
+	$(kbuild) GUEST_ONLY=y modules
 
 # sparse build of both modules; any warning printed by sparse is in the output.
 sparse:
-	@vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1; \
-	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" C=2 modules
+	@$(vhost_src); $(kbuild) VHOST_SRC="$$vsrc" C=2 modules
 
 tools: $(TOOLS)
 
-tools/vhost-blk-bridge/vhost-blk-bridge: $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h
-	@if ls tools/vhost-blk-bridge/*.c >/dev/null 2>&1; then \
-		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
+$(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h Makefile
+	$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^) $(ULDFLAGS)
 
-selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h
-	@if ls selftests/vhost_blk/*.c >/dev/null 2>&1; then \
-		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
+selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h Makefile
+	$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^) $(ULDFLAGS)
 
 # The guest's marker program: static, so one binary serves every VM image.
 tools/cost-plugin/vbmark: tools/cost-plugin/vbmark.c
@@ -59,29 +81,79 @@ $(PLUGIN): tools/cost-plugin/vbcount.c
 	mkdir -p $(dir $@) && \
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -shared -fPIC -I"$$hdr" $$glib -o $@ $<
 
-# modules_install + depmod for KDIR's kernel, and the bridge into $(PREFIX)/bin.
-# DESTDIR stages everything under another root (modules and depmod included).
-install: all
-	@vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1; \
-	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC="$$vsrc" INSTALL_MOD_DIR=updates \
+# vhost-blk-bridge(8) from its reStructuredText source (python3-docutils).
+man: $(MAN)
+
+$(MAN): Documentation/vhost-blk-bridge.8.rst
+	@command -v rst2man >/dev/null || { echo "rst2man not found: install python3-docutils (make deps-build)" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	rst2man --exit-status=2 $< $@.tmp && mv $@.tmp $@
+
+# Everything for a host: both modules (+ depmod), the bridge, its man page, the
+# systemd units, the udev rule for /dev/vhost-blk and the bridge's system user.
+# DESTDIR stages everything under another root (modules and depmod included);
+# without DESTDIR the user is created and udev and systemd are told.
+install: install-modules install-bridge
+
+install-modules: modules
+	@$(vhost_src); $(kbuild) VHOST_SRC="$$vsrc" INSTALL_MOD_DIR=updates \
 		$(if $(DESTDIR),INSTALL_MOD_PATH="$(DESTDIR)") modules_install
 	depmod $(if $(DESTDIR),-b "$(DESTDIR)") -a "$(KREL)"
-	@if [ -x tools/vhost-blk-bridge/vhost-blk-bridge ]; then \
-		install -D -m 755 tools/vhost-blk-bridge/vhost-blk-bridge $(DESTDIR)$(PREFIX)/bin/vhost-blk-bridge; fi
 
-uninstall:
-	rm -f $(DESTDIR)/lib/modules/$(KREL)/updates/vhost_blk/vhost_blk.ko* \
-	      $(DESTDIR)/lib/modules/$(KREL)/updates/virtio_blk_bio/virtio_blk_bio.ko*
+# A guest: virtio_blk_bio only.
+install-guest: guest
+	$(kbuild) GUEST_ONLY=y INSTALL_MOD_DIR=updates \
+		$(if $(DESTDIR),INSTALL_MOD_PATH="$(DESTDIR)") modules_install
 	depmod $(if $(DESTDIR),-b "$(DESTDIR)") -a "$(KREL)"
-	rm -f $(DESTDIR)$(PREFIX)/bin/vhost-blk-bridge
+
+install-bridge: $(BRIDGE) $(MAN)
+	install -D -m 755 $(BRIDGE) $(DESTDIR)$(BINDIR)/vhost-blk-bridge
+	install -D -m 644 $(MAN) $(DESTDIR)$(MANDIR)/man8/vhost-blk-bridge.8
+	install -D -m 644 $(DIST)/vhost-blk-bridge@.socket $(DESTDIR)$(UNITDIR)/vhost-blk-bridge@.socket
+	@mkdir -p build/dist
+	sed 's|@BINDIR@|$(BINDIR)|g' $(DIST)/vhost-blk-bridge@.service.in >build/dist/vhost-blk-bridge@.service
+	install -D -m 644 build/dist/vhost-blk-bridge@.service $(DESTDIR)$(UNITDIR)/vhost-blk-bridge@.service
+	install -D -m 644 $(DIST)/60-vhost-blk.rules $(DESTDIR)$(UDEVDIR)/60-vhost-blk.rules
+	install -D -m 644 $(DIST)/vhost-blk-bridge.sysusers $(DESTDIR)$(SYSUSERSDIR)/vhost-blk-bridge.conf
+ifeq ($(DESTDIR),)
+	@scripts/install-post.sh "$(SYSUSERSDIR)/vhost-blk-bridge.conf"
+endif
+
+uninstall: uninstall-guest
+	rm -f $(DESTDIR)/lib/modules/$(KREL)/updates/vhost_blk/vhost_blk.ko*
+	-rmdir $(DESTDIR)/lib/modules/$(KREL)/updates/vhost_blk 2>/dev/null
+	depmod $(if $(DESTDIR),-b "$(DESTDIR)") -a "$(KREL)"
+	rm -f $(DESTDIR)$(BINDIR)/vhost-blk-bridge $(DESTDIR)$(MANDIR)/man8/vhost-blk-bridge.8 \
+	      $(DESTDIR)$(UNITDIR)/vhost-blk-bridge@.socket $(DESTDIR)$(UNITDIR)/vhost-blk-bridge@.service \
+	      $(DESTDIR)$(UDEVDIR)/60-vhost-blk.rules $(DESTDIR)$(SYSUSERSDIR)/vhost-blk-bridge.conf
+
+uninstall-guest:
+	rm -f $(DESTDIR)/lib/modules/$(KREL)/updates/virtio_blk_bio/virtio_blk_bio.ko*
+	-rmdir $(DESTDIR)/lib/modules/$(KREL)/updates/virtio_blk_bio 2>/dev/null
+	depmod $(if $(DESTDIR),-b "$(DESTDIR)") -a "$(KREL)"
+
+# DKMS: stage the package's files in /usr/src/NAME-VERSION and add it; then
+# dkms install vhost-blk/VERSION (a host) or virtio-blk-bio/VERSION (a guest).
+dkms-add:
+	dkms add "$$(scripts/dkms-src.sh host)"
+
+dkms-add-guest:
+	dkms add "$$(scripts/dkms-src.sh guest)"
 
 clean:
 	@if [ -d "$(KDIR)" ]; then $(MAKE) -C "$(KDIR)" M="$(CURDIR)" VHOST_SRC=clean clean; fi
 	rm -f $(TOOLS) $(PLUGIN)
-	rm -rf build/k build/vm build/check
+	rm -rf build/k build/vm build/check build/man build/dist
 
+# Everything make check, make demo and make bench need (the toolchain and the test
+# kit: QEMU, libvirt, fio, ..., the test kernels unpacked into build/kernels).
 deps:
-	scripts/deps.sh
+	scripts/deps.sh test
+
+# What building and installing on this machine needs: the toolchain, the headers of
+# the running kernel (or of KDIR) and its vhost source, dkms, rst2man.
+deps-build:
+	scripts/deps.sh build $(if $(filter command line,$(origin KDIR)),"$(KDIR)")
 
 # KERNELS="6.1 6.12" (default both) or KERNELS=6.1; SLOW=1 adds the slow tests
 check:
@@ -99,12 +171,21 @@ help:
 	@echo 'Targets:'
 	@echo '  all (default)   both modules for KDIR (default: running kernel) + tools'
 	@echo '  modules         vhost_blk/vhost_blk.ko and virtio_blk_bio/virtio_blk_bio.ko'
+	@echo '  guest           virtio_blk_bio.ko only, from the kernel headers alone (no vhost source)'
 	@echo '  tools           vhost-blk-bridge, the vhost_blk selftest driver, vbmark (cost windows)'
 	@echo '  plugin          the TCG plugin make bench counts with (QEMU plugin header: make deps)'
+	@echo '  man             build/man/vhost-blk-bridge.8 (rst2man)'
 	@echo '  sparse          modules built with sparse (C=2)'
-	@echo '  install         modules into /lib/modules/<rel>/updates (+ depmod), bridge into PREFIX/bin'
-	@echo '  uninstall       remove what install put in place'
-	@echo '  deps            install build/test dependencies (root, Debian 12)'
+	@echo '  install         modules into /lib/modules/<rel>/updates (+ depmod); the bridge, its man page,'
+	@echo '                  systemd units, udev rule and system user under PREFIX; DESTDIR= stages'
+	@echo '  install-guest   virtio_blk_bio only (+ depmod)'
+	@echo '  uninstall       remove what install put in place (uninstall-guest: the guest module)'
+	@echo '  dkms-add        stage /usr/src/vhost-blk-VERSION (both modules) and dkms add it'
+	@echo '  dkms-add-guest  stage /usr/src/virtio-blk-bio-VERSION (guest driver alone) and dkms add it'
+	@echo '  deps-build      install what building and installing here needs (root, Debian 12;'
+	@echo '                  headers of the running kernel, or KDIR=)'
+	@echo '  deps            install the test kit (root, Debian 12): QEMU, libvirt, fio, ...; the test'
+	@echo '                  kernels are unpacked into build/kernels, never installed'
 	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12"); L2_BOOTS= (5),'
 	@echo '                  CHECK_BUDGET= (4200 s): fresh L2 boots after the nested-KVM flake, testing.rst'
 	@echo '  demo            vhost_blk under stock QEMU end to end, fio table (KERNEL=6.1|6.12)'
@@ -113,5 +194,5 @@ help:
 	@echo '                  QUICK=1 short; ROWS=, BACKENDS=, WORKLOADS=, REPS=, IOS=, PASSES=, L3_CPUS=:'
 	@echo '                  Documentation/benchmarks.rst'
 	@echo '  clean'
-	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1 PREFIX=/usr/local'
-	@echo 'DKMS: dkms.conf packages both modules (see README)'
+	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'
+	@echo '           PREFIX=/usr/local DESTDIR= TEST_KERNELS_DIR= (default build/kernels)'

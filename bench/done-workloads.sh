@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # done-workloads.sh LOG ROW [ROW2]: the workloads of ROW (and of ROW2 too, if
 # given) that LOG already holds REPS (default 3) whole results for: an
 # "@@JSON ROW WORKLOAD REP@@" line, one line of JSON, "@@END@@". A run cut short

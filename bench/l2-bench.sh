@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # l2-bench.sh: runs inside the L2 VM (scripts/bench.sh boots it). Every row of the
 # benchmark, on the same backing device, in this one boot:
 #   native          fio in L2 on the device itself (the limit)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # selftest-load.sh DEV ROW: the host-only row. vhost_blk_test's load mode plays the
 # guest against /dev/vhost-blk on DEV (no VM); its result line is printed as a
 # fio-shaped JSON block so the report treats it like fio's.

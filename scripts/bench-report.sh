@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # bench-report.sh RESULTS_DIR: summary.tsv, table.md (median of the repetitions,
 # spread, ratios), targets.md and bar charts (gnuplot, SVG and PNG) from fio's JSON.
 set -euo pipefail

@@ -1,9 +1,14 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # check.sh [KERNEL...]: the project's test suite (make check).
 #
-# For each test kernel (default: 6.1 6.12): checkpatch on every kernel C file and
-# header, a warning-free module build, a sparse build, the VM harness self-tests,
-# then one L2 boot that runs every selftests/l2/*.sh, then the durability test
+# First, on the host without a VM: the bench report, the bridge's socket and
+# protocol handling, the repository's basics, the test kit; and once in a VM on
+# the last kernel, the cost-counting TCG plugin. Then for each test
+# kernel (default: 6.1 6.12, unpacked in build/kernels by make deps): checkpatch
+# on every kernel C file and header, a warning-free module build, a sparse build,
+# the VM harness self-tests, make install staged, both DKMS packages, then one L2
+# boot that runs every selftests/l2/*.sh, then the durability test
 # (selftests/e2e/durability.sh: whole L2 VMs killed from L1). Prints one TAP-style
 # line per test with the kernel in its name and ends with "N passed, N failed,
 # N skipped".
@@ -43,12 +48,14 @@ kernel_c_files() {
 		'include/*.h' 'selftests/harness/*.[ch]' | sort -u
 }
 
-# checkpatch and the kernel-side sparse come from the kernel's own source tarball.
-extract_scripts() { # series -> dir holding scripts/checkpatch.pl
-	local series=$1 d=$BUILD/cache/linux-source-$series
+# checkpatch comes from the test kernel's own source tarball (build/kernels).
+extract_scripts() { # rel -> dir holding scripts/checkpatch.pl
+	local series d
+	series=$(echo "$1" | sed 's/^\([0-9]*\.[0-9]*\).*/\1/')
+	d=$BUILD/cache/linux-source-$series
 	if [ ! -f "$d/scripts/checkpatch.pl" ]; then
 		mkdir -p "$d"
-		tar -C "$BUILD/cache" -xf "/usr/src/linux-source-$series.tar.xz" --wildcards \
+		tar -C "$BUILD/cache" -xf "$(kernel_srctar "$1")" --wildcards \
 			"linux-source-$series/scripts/checkpatch.pl" "linux-source-$series/scripts/spelling.txt" \
 			"linux-source-$series/scripts/const_structs.checkpatch" || return 1
 	fi
@@ -63,7 +70,7 @@ build_quiet() { # rel tree-dir [C=2]
 	local rel=$1 tree=$2; shift 2
 	mkdir -p "$tree" && rsync -a --delete --exclude "*.o" --exclude "*.ko" --exclude ".*.cmd" --exclude "*.mod*" \
 		Kbuild Makefile include vhost_blk virtio_blk_bio scripts "$tree/" &&
-	make -C "$tree" KDIR="/lib/modules/$rel/build" CACHE="$BUILD/cache" "$@" modules
+	make -C "$tree" KDIR="$(kernel_kdir "$rel")" CACHE="$BUILD/cache" "$@" modules
 }
 
 harness_selftests() { # kernel rel
@@ -180,31 +187,46 @@ report_l2() {
 	done <"$2"
 }
 
-# TAP lines of a host-side test into the results.
-tap_lines() {
-	local line
+# host_tap DESC COMMAND...: a host-side test's TAP lines as results; its exit
+# status counts only when it printed no result line.
+host_tap() {
+	local desc=$1 n=0 line rc=0; shift
 	while IFS= read -r line; do
 		case $line in
-		"ok - "*) result ok "${line#ok - }" ;;
-		"not ok - "*) result "not ok" "${line#not ok - }" ;;
+		"ok - "*) result ok "${line#ok - }"; n=$((n + 1)) ;;
+		"not ok - "*) result "not ok" "${line#not ok - }"; n=$((n + 1)) ;;
+		"@@rc "*) rc=${line#@@rc } ;;
 		"#"*) echo "$line" ;;
 		esac
-	done
+	done < <("$@" 2>&1; echo "@@rc $?")
+	if [ $n = 0 ]; then
+		[ "$rc" = 0 ] && result ok "$desc" || result "not ok" "$desc (exit status $rc, no result line)"
+	fi
 }
 
-# Host-only, once: the benchmark report on a fixture with known numbers.
+# Host-only, once, no VM: the benchmark report on a fixture with known numbers;
+# the bridge's socket and protocol handling (--no-kernel); the repository's
+# basics and the installed files; the test kit (installs no kernel, touches no
+# boot entry; the test kernels work from the build tree alone).
 echo "# ==== host (no VM)"
-tap_lines < <(selftests/bench/report-test.sh 2>&1)
-# Once, on the last kernel of the run: the cost-counting TCG plugin in a VM.
-echo "# ==== the cost plugin (one VM, kernel ${kernels[-1]})"
-tap_lines < <(selftests/cost/plugin-test.sh "${kernels[-1]}" 2>&1)
+host_tap "bench report" selftests/bench/report-test.sh
+make -s tools >"$out/tools.log" 2>&1 || { result "not ok" "userspace tools build"; tail -n 20 "$out/tools.log"; }
+host_tap "bridge" selftests/bridge/bridge-test.py
+host_tap "repository" selftests/repo/repo-test.sh
+host_tap "test kit" selftests/repo/testkit-test.sh
+# Once, on the last kernel of the run: the cost-counting TCG plugin, in a VM.
+last=${kernels[${#kernels[@]}-1]}
+if [ "$last" != none ] && kernel_rel "$last" >/dev/null 2>&1; then
+	echo "# ==== the cost plugin (one VM, kernel $last)"
+	host_tap "cost plugin" selftests/cost/plugin-test.sh "$last"
+fi
 
 for k in "${kernels[@]}"; do
 	rel=$(kernel_rel "$k") || { result "not ok" "[$k] kernel installed"; continue; }
 	series=$(echo "$rel" | sed 's/^\([0-9]*\.[0-9]*\).*/\1/')
 	echo "# ==== kernel $k ($rel)"
 
-	if cp_dir=$(extract_scripts "$series"); then
+	if cp_dir=$(extract_scripts "$rel"); then
 		for f in $(kernel_c_files); do
 			check_cmd "[$k] checkpatch $f" "$out/checkpatch.log" \
 				perl "$cp_dir/scripts/checkpatch.pl" --no-tree --quiet -f "$f"
@@ -233,10 +255,16 @@ for k in "${kernels[@]}"; do
 
 	harness_selftests "$k" "$rel"
 
-	check_cmd "[$k] make install / make uninstall (staged with DESTDIR)" "$out/install-$rel.log" \
-		scripts/install-test.sh "$rel"
-
+	# make install staged into a root that 44-real-host copies onto L2.
 	vmfiles=()
+	if scripts/install-test.sh "$rel" "$out/hostinstall-$rel" >"$out/install-$rel.log" 2>&1; then
+		result ok "[$k] make install / make uninstall (staged with DESTDIR): modules, bridge, man page, units, udev rule, sysusers; guest-only install"
+		vmfiles+=(--file "$out/hostinstall-$rel:/root/hostinstall")
+	else
+		result "not ok" "[$k] make install / make uninstall (staged with DESTDIR)"
+		tail -n 30 "$out/install-$rel.log" | sed 's/^/#   /'
+	fi
+
 	if scripts/dkms-test.sh "$rel" "$out/dkms-$rel" >"$out/dkms-$rel.log" 2>&1; then
 		result ok "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions"
 		vmfiles+=(--file "$out/dkms-$rel:/root/dkms")

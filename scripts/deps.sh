@@ -1,10 +1,29 @@
 #!/bin/bash
-# Install everything the build, tests, demo and bench need, from Debian's archive.
-# Root, Debian 12 (bookworm), idempotent.  The 6.12 test kernel and QEMU 10.0 come
-# from bookworm-backports, which is added by reusing the URI of the bookworm suite
-# already configured in this machine's apt sources (no mirror host is written here).
+# SPDX-License-Identifier: GPL-2.0
+# deps.sh build [KDIR] | test: install dependencies from Debian's archive, by purpose.
+# Root, Debian 12 (bookworm), idempotent.
+#
+#   build  (make deps-build) what building and installing the modules and the
+#          bridge on this machine needs: the toolchain, dkms, rst2man, and for the
+#          running kernel (or KDIR) its headers and the linux-source package of the
+#          same version, which holds drivers/vhost/vhost.h.
+#   test   (make deps; the README's "make deps && make check|demo") the test kit:
+#          the toolchain, QEMU 10.0, libvirt, fio, busybox, ..., and the test
+#          kernels (Debian's 6.1 cloud kernel and 6.12 from bookworm-backports:
+#          image, headers, kbuild, linux-source), downloaded and UNPACKED into
+#          TEST_KERNELS_DIR (default build/kernels), never installed: no package
+#          of a kernel, nothing in /boot or /lib/modules, no boot entry. The .deb
+#          files stay in TEST_KERNELS_DEBS (default TEST_KERNELS_DIR/debs).
+# NO_APT_UPDATE=1 skips apt-get update (selftests/repo/testkit-test.sh).
+#
+# QEMU 10.0 and the 6.12 kernel come from bookworm-backports, which is added by
+# reusing the URI of the bookworm suite already in this machine's apt sources (no
+# mirror host is written here).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
+what=${1:-}
+case $what in build|test) ;; *) echo "usage: deps.sh build [KDIR] | test" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "deps: must run as root" >&2; exit 1; }
 export DEBIAN_FRONTEND=noninteractive
 
@@ -35,7 +54,9 @@ have_bpo() {
 		/etc/apt/sources.list /etc/apt/sources.list.d/
 }
 
-if ! have_bpo; then
+add_bpo() {
+	have_bpo && return 0
+	local uri
 	uri=$(bookworm_uri | head -n1)
 	[ -n "$uri" ] || { echo "deps: no bookworm suite in the apt sources to derive backports from" >&2; exit 1; }
 	cat >"$bpo_list" <<SRC
@@ -46,58 +67,204 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 	echo "deps: added bookworm-backports from the configured bookworm URI"
-fi
+}
 
-stamp=/var/lib/apt/periodic/vhost-blk-deps-update
-if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +360 2>/dev/null)" ] ||
-   ! apt-cache policy 2>/dev/null | grep -q bookworm-backports; then
-	apt-get update -q
-	mkdir -p "$(dirname "$stamp")"; touch "$stamp"
-fi
+apt_update() {
+	local stamp=/var/lib/apt/periodic/vhost-blk-deps-update
+	[ "${NO_APT_UPDATE:-0}" = 1 ] && return 0
+	if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +360 2>/dev/null)" ] ||
+	   { have_bpo && ! apt-cache policy 2>/dev/null | grep -q bookworm-backports; }; then
+		apt-get update -q
+		mkdir -p "$(dirname "$stamp")"; touch "$stamp"
+	fi
+}
 
 apt_install() { apt-get install -y -q --no-install-recommends "$@"; }
 
-# Tools for the build, the VM harness and the tests.
-apt_install build-essential bc kmod cpio xz-utils zstd gzip busybox-static \
-	fio sparse gnuplot-nox e2fsprogs util-linux dkms perl python3 \
-	socat jq strace procps file rsync
-# QEMU 10.0 (bookworm's 7.2 TCG crashes the 6.12 kernel about one boot in four).
-apt_install -t bookworm-backports qemu-system-x86 qemu-utils qemu-block-extra ipxe-qemu seabios
-# qemu-storage-daemon lives in qemu-system-common on bookworm-backports.
-apt_install -t bookworm-backports qemu-system-common
-# make bench counts instructions and VM exits with a TCG plugin built against
-# the plugin API header of this QEMU (from its source package; glib's headers
-# for its types): scripts/qemu-plugin-api.sh fetches the header into build/.
-apt_install libglib2.0-dev pkg-config
-"$(dirname "$0")/qemu-plugin-api.sh" >/dev/null
-# libvirt for selftests/l2/43-libvirt.sh (carried into the L2 image by vm.sh):
-# the monolithic libvirtd, the QEMU driver and virsh, from bookworm-backports
-# (11.3, of the same suite as QEMU 10.0; bookworm's 9.0 predates that QEMU).
-# Each package is named with its suite rather than "-t bookworm-backports",
-# which would also take systemd from backports (libvirt-daemon-driver-qemu
-# wants systemd-container, of which bookworm's matches the installed systemd).
-# The tests run libvirtd in the L2 VM only, never on this machine (where, with
-# systemd, Debian's packages enable the libvirtd and virtlogd sockets).
-lv=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-common libvirt0
-    libvirt-daemon-common libvirt-daemon-log)
-apt_install "${lv[@]/%//bookworm-backports}"
+# The toolchain every build here uses (modules, bridge, man page, DKMS).
+toolchain() {
+	apt_install build-essential bc kmod xz-utils rsync dkms python3-docutils
+}
+
+# ---- build: this machine's own kernel -------------------------------------------
+
+deps_build() {
+	local kdir=${1:-} rel ver series src
+	apt_update
+	toolchain
+	if [ -n "$kdir" ]; then
+		[ -d "$kdir" ] || { echo "deps: KDIR $kdir does not exist" >&2; exit 1; }
+		if "$TOP/scripts/find-vhost-src.sh" "$kdir" "" "$BUILD/cache" >/dev/null 2>&1; then
+			echo "deps: ok (KDIR $kdir, vhost source found)"
+		else
+			echo "deps: KDIR $kdir: no vhost source found; the host module needs the kernel's" \
+				"source tree (KSRC=) or its linux-source-X.Y package; the guest driver (make guest) does not" >&2
+		fi
+		return 0
+	fi
+	rel=$(uname -r)
+	if ! apt-cache show "linux-headers-$rel" >/dev/null 2>&1; then
+		echo "deps: no linux-headers-$rel in the apt sources: boot a kernel the archive still" \
+			"carries (apt-get install linux-image-amd64, reboot), or give KDIR=<build dir>" >&2
+		exit 1
+	fi
+	apt_install "linux-headers-$rel"
+	# linux-source of exactly the running kernel's version: vhost.h must match it.
+	ver=$(dpkg-query -W -f '${Version}' "linux-image-$rel" 2>/dev/null ||
+	      dpkg-query -W -f '${Version}' "linux-headers-$rel")
+	series=${rel%%-*}; series=$(echo "$series" | sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p')
+	src="linux-source-$series=$ver"
+	if apt-cache show "$src" >/dev/null 2>&1; then
+		apt_install "$src"
+	else
+		echo "deps: $src is not in the apt sources: build vhost_blk with KSRC=<source tree of" \
+			"$rel>; the guest driver alone (make guest) needs no source" >&2
+		exit 1
+	fi
+	echo "deps: ok (kernel $rel: headers, linux-source-$series $ver)"
+}
+
+# ---- test: the test kit -----------------------------------------------------------
+
+# Depends of PKG=VER that are not kernel packages, one name per line (the first of
+# each set of alternatives): what the unpacked headers and kbuild need to run.
+runtime_deps() {
+	local info
+	info=$(apt-cache show "$1" 2>/dev/null) || true
+	sed -n '/^Depends: /{s/^Depends: //p;q}' <<<"$info" |
+		tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/:any//; s/[[:space:]]//g' |
+		grep -Ev '^$|^linux-(image|headers|kbuild|source|modules|base)' || true
+}
+
+# The first line of apt-cache show PKG that sed script S prints (no early exit
+# of a pipe under pipefail).
+show_field() { # pkg sed-script
+	local info
+	info=$(apt-cache show "$1" 2>/dev/null) || true
+	sed -n "$2" <<<"$info" | sed -n 1p
+}
 
 # The versioned kernel package a meta-package points at, per series: the bookworm
-# suite has 6.1, bookworm-backports 6.12; both are installed by name, side by side.
+# suite has 6.1, bookworm-backports 6.12.
 versioned() { # meta series
-	apt-cache show "$1" 2>/dev/null | awk -v s="$2" '
-		/^Depends:/ { n = split($0, d, /[ ,]+/)
-			for (i = 1; i <= n; i++) if (d[i] ~ "^linux-(image|headers)-" s "[.]") { print d[i]; exit } }'
+	local info
+	info=$(apt-cache show "$1" 2>/dev/null) || true
+	awk -v s="$2" '
+		/^Depends:/ && !found { n = split($0, d, /[ ,]+/)
+			for (i = 1; i <= n; i++) if (d[i] ~ "^linux-(image|headers)-" s "[.]") { print d[i]; found = 1; break } }' <<<"$info"
 }
-for series in 6.1 6.12; do
+
+# fetch PKG=VER DIR: the .deb into DIR (kept there; taken from apt's own cache when
+# it is there), its SHA256 checked against the archive's, printing its path.
+fetch() {
+	local name=${1%%=*} ver=${1#*=} arch sum file
+	arch=$(show_field "$1" 's/^Architecture: //p')
+	sum=$(show_field "$1" 's/^SHA256: //p')
+	[ -n "$arch" ] && [ -n "$sum" ] || { echo "deps: cannot resolve $1" >&2; return 1; }
+	file=$2/${name}_${ver//:/%3a}_$arch.deb
+	if [ ! -f "$file" ] || [ "$(sha256sum <"$file" | cut -d' ' -f1)" != "$sum" ]; then
+		rm -f "$file"
+		if [ -f "/var/cache/apt/archives/${file##*/}" ]; then
+			cp "/var/cache/apt/archives/${file##*/}" "$file"
+		fi
+		if [ ! -f "$file" ] || [ "$(sha256sum <"$file" | cut -d' ' -f1)" != "$sum" ]; then
+			rm -f "$file"
+			(cd "$2" && apt-get download -q "$1" >&2) || return 1
+		fi
+	fi
+	[ "$(sha256sum <"$file" | cut -d' ' -f1)" = "$sum" ] ||
+		{ echo "deps: $file does not match the archive's checksum" >&2; return 1; }
+	echo "$file"
+}
+
+# unpack_kernel SERIES: image, headers, kbuild and linux-source of the series' cloud
+# kernel, unpacked into TEST_KERNELS_DIR/REL/root, made usable in place.
+unpack_kernel() {
+	local series=$1 img hdr rel ver common kbuild debs root tmp p f l t
 	img=$(versioned linux-image-cloud-amd64 "$series")
 	hdr=$(versioned linux-headers-cloud-amd64 "$series")
 	[ -n "$img" ] && [ -n "$hdr" ] || { echo "deps: cannot resolve the $series cloud kernel in the apt sources" >&2; exit 1; }
-	t=(); [ "$series" = 6.12 ] && t=(-t bookworm-backports)
-	apt_install "${t[@]}" "$img" "$hdr" "linux-source-$series"
-	apt-mark manual "$img" "$hdr" >/dev/null
-done
+	rel=${img#linux-image-}
+	ver=$(show_field "$img" 's/^Version: //p')
+	common=$(show_field "$hdr=$ver" '/^Depends:/s/.*\(linux-headers-[^ ,]*-common\).*/\1/p')
+	kbuild=$(show_field "$hdr=$ver" '/^Depends:/s/.*\(linux-kbuild-[^ ,]*\).*/\1/p')
+	[ -n "$common" ] && [ -n "$kbuild" ] || { echo "deps: cannot resolve the headers of $rel" >&2; exit 1; }
+	root=$KERNELS_DIR/$rel/root
+	local pkgs=("$img=$ver" "$hdr=$ver" "$common=$ver" "$kbuild=$ver" "linux-source-$series=$ver")
+	# What the headers and kbuild run with (gcc-12, libelf, ...): tools, not kernels.
+	# shellcheck disable=SC2046
+	apt_install $(for p in "$hdr=$ver" "$kbuild=$ver"; do runtime_deps "$p"; done | sort -u)
+	if [ "$(cat "$KERNELS_DIR/$rel/.complete" 2>/dev/null)" = "${pkgs[*]}" ]; then
+		echo "deps: test kernel $rel already unpacked in $KERNELS_DIR/$rel"
+		return 0
+	fi
+	debs=${TEST_KERNELS_DEBS:-$KERNELS_DIR/debs}
+	mkdir -p "$debs"
+	tmp=$KERNELS_DIR/.unpack-$rel
+	rm -rf "$tmp"; mkdir -p "$tmp"
+	for p in "${pkgs[@]}"; do
+		f=$(fetch "$p" "$debs")
+		echo "deps: unpacking $(basename "$f")"
+		dpkg-deb -x "$f" "$tmp"
+	done
+	# Absolute links of the packages (lib/modules/REL/build and source) point into
+	# this tree instead, relative to where they are.
+	while IFS= read -r l; do
+		t=$(readlink "$l")
+		case $t in /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$tmp$t")" "$l" ;; esac
+	done < <(find "$tmp" -type l)
+	# The arch headers' Makefile includes the common one by absolute path.
+	sed -i "s|^include /usr/src/\(linux-headers-[^/]*\)/Makefile|include \$(dir \$(realpath \$(lastword \$(MAKEFILE_LIST))))../\1/Makefile|" \
+		"$tmp/usr/src/linux-headers-$rel/Makefile"
+	chmod a+r "$tmp/boot/vmlinuz-$rel"
+	depmod -b "$tmp" "$rel"
+	rm -rf "$KERNELS_DIR/$rel"
+	mkdir -p "$KERNELS_DIR/$rel"
+	mv "$tmp" "$root"
+	echo "${pkgs[*]}" >"$KERNELS_DIR/$rel/.complete"
+	echo "deps: test kernel $rel unpacked in $KERNELS_DIR/$rel"
+}
 
-# Kernel images must be readable to build initramfs images as any user.
-chmod a+r /boot/vmlinuz-* 2>/dev/null || true
-echo "deps: ok"
+deps_test() {
+	add_bpo
+	apt_update
+	toolchain
+	# Tools for the VM harness and the tests (systemd's socket activator and
+	# udevd go into the L2 image for 44-real-host).
+	apt_install bc cpio zstd gzip busybox-static fio sparse gnuplot-nox e2fsprogs \
+		util-linux perl python3 socat jq strace procps file git systemd udev
+	# QEMU 10.0 (bookworm's 7.2 TCG crashes the 6.12 kernel about one boot in four).
+	apt_install -t bookworm-backports qemu-system-x86 qemu-utils qemu-block-extra ipxe-qemu seabios
+	# qemu-storage-daemon lives in qemu-system-common on bookworm-backports.
+	apt_install -t bookworm-backports qemu-system-common
+	# libvirt for selftests/l2/43-libvirt.sh (carried into the L2 image by vm.sh):
+	# the monolithic libvirtd, the QEMU driver and virsh, from bookworm-backports
+	# (11.3, of the same suite as QEMU 10.0; bookworm's 9.0 predates that QEMU).
+	# Each package is named with its suite rather than "-t bookworm-backports",
+	# which would also take systemd from backports (libvirt-daemon-driver-qemu
+	# wants systemd-container, of which bookworm's matches the installed systemd).
+	# The tests run libvirtd in the L2 VM only, never on this machine (where, with
+	# systemd, Debian's packages enable the libvirtd and virtlogd sockets).
+	local lv=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-common libvirt0
+		  libvirt-daemon-common libvirt-daemon-log)
+	apt_install "${lv[@]/%//bookworm-backports}"
+	# make bench counts instructions and VM exits with a TCG plugin built
+	# against the plugin API header of this QEMU (from its source package;
+	# glib's headers for its types): the header goes into build/cache.
+	apt_install libglib2.0-dev pkg-config
+	"$TOP/scripts/qemu-plugin-api.sh" "$BUILD/cache" >/dev/null
+
+	# The test kernels, unpacked into the build tree.
+	mkdir -p "$KERNELS_DIR"
+	local series
+	for series in 6.1 6.12; do
+		unpack_kernel "$series"
+	done
+	echo "deps: ok"
+}
+
+if [ "$what" = build ]; then
+	deps_build "${2:-}"
+else
+	deps_test
+fi

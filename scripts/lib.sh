@@ -1,36 +1,52 @@
 # shellcheck shell=bash
+# SPDX-License-Identifier: GPL-2.0
 # Shared helpers of the host-side scripts.
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
 
-# kernel_rel 6.1|6.12|<release>: the installed cloud kernel release of that series.
+# The test kernels, unpacked by make deps (scripts/deps.sh test), never installed.
+KERNELS_DIR=${TEST_KERNELS_DIR:-$BUILD/kernels}
+
+# kernel_rel 6.1|6.12|<release>: the release of the unpacked test kernel of that
+# series (or that release).
 kernel_rel() {
 	local k=$1 r
-	if [ -d "/lib/modules/$k/build" ]; then echo "$k"; return 0; fi
-	for r in $(ls /lib/modules 2>/dev/null | sort -V -r); do
+	if [ -f "$KERNELS_DIR/$k/.complete" ]; then echo "$k"; return 0; fi
+	for r in $(ls "$KERNELS_DIR" 2>/dev/null | sort -V -r); do
 		case $r in
 		"$k".*-cloud-amd64|"$k".*+*-cloud-amd64)
-			if [ -d "/lib/modules/$r/build" ] && [ -f "/boot/vmlinuz-$r" ]; then
+			if [ -f "$KERNELS_DIR/$r/.complete" ]; then
 				echo "$r"; return 0
 			fi ;;
 		esac
 	done
-	echo "no installed $k cloud kernel with headers (run: make deps)" >&2
+	echo "no $k test kernel in $KERNELS_DIR (run: make deps)" >&2
 	return 1
+}
+
+# Where an unpacked test kernel REL keeps its parts.
+kernel_root() { echo "$KERNELS_DIR/$1/root"; }			# lib/modules/REL, boot, usr/src
+kernel_kdir() { echo "$KERNELS_DIR/$1/root/usr/src/linux-headers-$1"; }	# KDIR
+kernel_image() { echo "$KERNELS_DIR/$1/root/boot/vmlinuz-$1"; }
+kernel_srctar() { # REL: its linux-source-X.Y tarball
+	local series
+	series=$(echo "$1" | sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p')
+	echo "$KERNELS_DIR/$1/root/usr/src/linux-source-$series.tar.xz"
 }
 
 # build_modules REL: both modules (and the harness self-test module) for REL in a
 # private copy of the tree under build/k/REL, incrementally. Prints the tree path.
 build_modules() {
-	local rel=$1 tree=$BUILD/k/$1/tree
+	local rel=$1 tree=$BUILD/k/$1/tree kdir
+	kdir=$(kernel_kdir "$rel")
 	mkdir -p "$tree"
 	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' \
 		--exclude '*.mod*' --exclude modules.order --exclude Module.symvers \
 		"$TOP/Kbuild" "$TOP/Makefile" "$TOP/include" "$TOP/vhost_blk" \
 		"$TOP/virtio_blk_bio" "$TOP/scripts" "$tree/" >/dev/null
-	make -s -C "$tree" KDIR="/lib/modules/$rel/build" CACHE="$BUILD/cache" modules >&2 || return 1
+	make -s -C "$tree" KDIR="$kdir" CACHE="$BUILD/cache" modules >&2 || return 1
 	rsync -a "$TOP/selftests/harness/warn_on/" "$BUILD/k/$rel/warn_on/" &&
-		make -s -C "/lib/modules/$rel/build" M="$BUILD/k/$rel/warn_on" modules >&2 || return 1
+		make -s -C "$kdir" M="$BUILD/k/$rel/warn_on" modules >&2 || return 1
 	echo "$tree"
 }
 

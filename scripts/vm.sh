@@ -1,5 +1,7 @@
 #!/bin/bash
-# vm.sh: run a script as root in a test VM (L2) booted on a test kernel.
+# SPDX-License-Identifier: GPL-2.0
+# vm.sh: run a script as root in a test VM (L2) booted on a test kernel (one
+# unpacked by make deps in build/kernels, see scripts/deps.sh).
 #
 # usage: scripts/vm.sh [--kernel 6.1|6.12|REL] [--timeout SEC] [--mem 4G] [--smp 2]
 #                      [--name NAME] [--file SRC[:DST]]... [--bin NAME|PATH]...
@@ -55,6 +57,8 @@ else
 fi
 
 rel=$(kernel_rel "$kernel")
+kimage=$(kernel_image "$rel")
+kroot=$(kernel_root "$rel")
 name=${name:-$(basename "$script" .sh)-$rel}
 vmdir=$BUILD/vm/$name
 mkdir -p "$vmdir" "$BUILD/k"
@@ -80,11 +84,12 @@ done
 
 # L3 image: the guest side (virtio_blk_bio + tests).
 warnko=$BUILD/k/$rel/warn_on/harness_warn.ko
-l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" "$warnko" "$vbmark")
+l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" "$warnko" \
+	"$KERNELS_DIR/$rel/.complete" "$vbmark")
 if [ "$(cat "$imgdir/l3.key" 2>/dev/null)" != "$l3key" ]; then
 	echo "vm.sh: building L3 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}"; do bargs+=(--bin "$b"); done
-	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l3.img" --modules "$l3_mods" \
+	"$vmtools/mkinitramfs" --kernel "$rel" --root "$kroot" --out "$imgdir/l3.img" --modules "$l3_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" \
 		--file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
 		--file "$warnko:/root/harness_warn.ko" --file "$vbmark:/usr/bin/vbmark"
@@ -106,19 +111,30 @@ if [ -x /usr/sbin/libvirtd ] && [ -x /usr/bin/virsh ] && [ -f "$lvdrv" ]; then
 	lvirt=(--bin /usr/sbin/libvirtd --bin /usr/bin/virsh --bin "$lvdrv"
 	       --file /usr/share/libvirt/cpu_map:/usr/share/libvirt/cpu_map)
 fi
+# What a real host has and selftests/l2/44-real-host.sh uses: udevd, systemd's
+# socket activator and sysusers, setpriv, and kmod (at /usr/bin/kmod only: the
+# test links modprobe & co. to it; the other tests keep busybox's).
+hostkit=()
+hk_bins=(/lib/systemd/systemd-udevd /usr/bin/udevadm /usr/bin/systemd-socket-activate
+	 /usr/bin/systemd-sysusers /usr/bin/setpriv /usr/bin/kmod)
+if ls "${hk_bins[@]}" >/dev/null 2>&1; then
+	for b in "${hk_bins[@]}"; do hostkit+=(--bin "$b"); done
+fi
 l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" \
 	"$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" \
-	"$warnko" /usr/sbin/libvirtd "$lvdrv" "$vbmark")
+	"$warnko" /usr/sbin/libvirtd "$lvdrv" "${hk_bins[@]}" "$KERNELS_DIR/$rel/.complete" \
+	"$TOP/scripts/install-post.sh" "$vbmark")
 if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	echo "vm.sh: building L2 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}" qemu-system-x86_64 qemu-img qemu-storage-daemon \
 		losetup socat tail; do bargs+=(--bin "$b"); done
 	xtra=(--file "$warnko:/root/harness_warn.ko")
-	"$vmtools/mkinitramfs" --kernel "$rel" --out "$imgdir/l2.img" --modules "$l2_mods" \
+	"$vmtools/mkinitramfs" --kernel "$rel" --root "$kroot" --out "$imgdir/l2.img" --modules "$l2_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \
-		"${lvirt[@]}" --file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
+		"${lvirt[@]}" "${hostkit[@]}" --file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
 		--file "$vmtools/vmrun:/usr/bin/vmrun" --file "$vmtools/l3run:/usr/bin/l3run" \
-		--file "/boot/vmlinuz-$rel:/l3/vmlinuz" --file "$imgdir/l3.img:/l3/initrd.img"
+		--file "$TOP/scripts/install-post.sh:/src/scripts/install-post.sh" \
+		--file "$kimage:/l3/vmlinuz" --file "$imgdir/l3.img:/l3/initrd.img"
 	echo "$l2key" >"$imgdir/l2.key"
 fi
 
@@ -140,7 +156,7 @@ if [ -z "$accel" ]; then
 		if [ -w /dev/kvm ]; then
 			echo 'echo canary-ok' >"$BUILD/canary.sh"
 			if "$vmtools/vmrun" --quiet --accel kvm --timeout 30 --mem 512M --smp 1 \
-				--kernel "/boot/vmlinuz-$rel" --initrd "$imgdir/l3.img" \
+				--kernel "$kimage" --initrd "$imgdir/l3.img" \
 				--dir "$BUILD/vm/kvm-canary" "$BUILD/canary.sh" 2>/dev/null &&
 			   grep -q canary-ok "$BUILD/vm/kvm-canary/output.log"; then
 				accel=kvm
@@ -161,5 +177,5 @@ fi
 
 : >"$vmdir/l3-console.log"
 exec "$vmtools/vmrun" --accel "$accel" --timeout "$timeout" --mem "$mem" --smp "$smp" \
-	--kernel "/boot/vmlinuz-$rel" --initrd "$img" --dir "$vmdir" \
+	--kernel "$kimage" --initrd "$img" --dir "$vmdir" \
 	"$script" "$@" -- -serial "file:$vmdir/l3-console.log" "${qargs[@]}"

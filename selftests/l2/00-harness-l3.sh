@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The nested level of the harness: l3run boots an L3 guest with KVM inside L2 and
 # propagates its script's output and exit status, and reports a kernel WARN in L3
 # as a failure even when the script exits 0.

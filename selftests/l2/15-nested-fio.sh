@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The nested path works: an L3 guest boots with KVM inside L2 and runs a short
 # fio verify=crc32c job on a stock virtio-blk disk (QEMU's virtio-blk-pci, stock
 # virtio_blk driver in L3).

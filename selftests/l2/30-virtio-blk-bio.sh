@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # virtio_blk_bio, both submission paths, in one L3 guest with QEMU's virtio-blk
 # devices: data integrity (fio verify=crc32c, ext4), plug batching, discard and
 # write zeroes, read-only, I/O errors, a 16-entry ring without indirect descriptors,

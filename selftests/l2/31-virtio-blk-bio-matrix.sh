@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # check: slow -- its 4-vCPU, 2 GiB L3 guest on a 2-vCPU TCG L2 hits the silent L3 reset of nested SVM in most runs here (3 of the last 3 first attempts; passes on the stated retry or alone)
 # virtio_blk_bio, both submission paths, in one L3 guest with 4 vCPUs: what
 # 30-virtio-blk-bio does not cover.

@@ -1,9 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# vhost-blk-bridge's control plane on its own, in L2 (no L3 guest): command
-# line errors, raw vhost-user messages good and malformed (a malformed
-# message ends only its own session), and the write-cache mode a guest sets
-# with SET_CONFIG lasting for its session only.
+# vhost-blk-bridge's control plane on its own, in L2 (no L3 guest), with the
+# real /dev/vhost-blk: command line errors, raw vhost-user messages good and
+# malformed (a malformed message ends only its own session), the write-cache
+# mode a guest sets with SET_CONFIG lasting for its session only, writeback = 0
+# without VIRTIO_BLK_F_FLUSH, and the backend never opened again by path.
+# (The socket options, fd passing, timeouts, signals and the rest are tested on
+# the host: selftests/bridge/bridge-test.py.)
 set -u
 SOCK=/tmp/bp.sock
 BLOG=/tmp/bp-bridge.log
@@ -76,14 +79,48 @@ wce=$(get_wce | vu | awk '{ print $NF }')
 check "a new session starts in write-back mode (wce=$wce)" test "$wce" = 01
 wce=$({ set_wce 0; get_wce; } | vu | awk '{ print $NF }')
 check "SET_CONFIG wce=0 switches the session to write-through (wce=$wce)" test "$wce" = 00
-check "  the backend is reopened with O_DSYNC" grep -q "write cache off" $BLOG
+check "  logged" grep -q "write cache off (write-through, O_DSYNC)" $BLOG
 wce=$(get_wce | vu | awk '{ print $NF }')
 check "the next session starts in write-back mode again (wce=$wce)" test "$wce" = 01
-check "  the backend is reopened without O_DSYNC" grep -q "write cache on" $BLOG
+# The backend's descriptors: the two opened at start, no other, none reopened.
+bdev_fds() { for f in /proc/$1/fd/*; do [ "$(readlink "$f")" = "$2" ] && echo "${f##*/}"; done | sort | tr '\n' ' '; }
+check "the bridge holds the two descriptors of $DISK it opened at start ($(bdev_fds $bridge_pid $DISK))" \
+	test "$(bdev_fds $bridge_pid $DISK | wc -w)" = 2
 { msg 25 13; u32 0; u32 1; u32 0; printf '\x01'; } | vu >/dev/null
 check "SET_CONFIG outside the wce byte is refused" grep -q "only the wce byte is writable" $BLOG
 
+# Without VIRTIO_BLK_F_FLUSH the guest cannot flush: writes are durable at
+# completion and the config says writeback = 0 (VIRTIO_F_VERSION_1 and
+# VIRTIO_BLK_F_CONFIG_WCE acked, FLUSH not).
+set_features() { msg 2 8; u64 "$1"; }
+wce=$({ set_features $(((1 << 32) | (1 << 11))); get_wce; } | vu | awk '{ print $NF }')
+check "without VIRTIO_BLK_F_FLUSH the config says writeback = 0 (wce=$wce)" test "$wce" = 00
+check "  logged as write-through" grep -q "VIRTIO_BLK_F_FLUSH not negotiated: write-through" $BLOG
+wce=$({ set_features $(((1 << 32) | (1 << 11))); set_wce 1; get_wce; } | vu | awk '{ print $NF }')
+check "  SET_CONFIG writeback=1 is refused then (wce=$wce)" \
+	sh -c "test '$wce' = 00 && grep -q 'SET_CONFIG wce=1: refused' $BLOG"
+wce=$({ set_features $(((1 << 32) | (1 << 11) | (1 << 9))); get_wce; } | vu | awk '{ print $NF }')
+check "with VIRTIO_BLK_F_FLUSH: writeback = 1 (wce=$wce)" test "$wce" = 01
+
 kill $bridge_pid
 wait $bridge_pid 2>/dev/null
+
+# A file backend renamed and replaced after start: the sessions (and the
+# device's backend) stay on the original inode.
+F=/tmp/bp.img
+rm -f $F $F.old; dd if=/dev/zero of=$F bs=1M count=8 2>/dev/null
+orig=$(stat -c %i $F)
+vhost-blk-bridge --socket $SOCK --backend $F --buffered >>$BLOG 2>&1 &
+bridge_pid=$!
+for _ in $(seq 50); do [ -S $SOCK ] && break; sleep 0.1; done
+mv $F $F.old; dd if=/dev/zero of=$F bs=1M count=8 2>/dev/null
+{ set_wce 0; set_wce 1; get_wce; } | vu >/dev/null
+get_wce | vu >/dev/null
+inos=$(for f in /proc/$bridge_pid/fd/*; do case $(readlink "$f") in $F*) stat -L -c %i "$f" ;; esac; done | sort | tr '\n' ' ')
+check "a backend file replaced after start: the bridge keeps two descriptors of the original inode $orig ($inos)" \
+	test "$inos" = "$orig $orig "
+kill $bridge_pid
+wait $bridge_pid 2>/dev/null
+rm -f $F $F.old
 check "vhost_blk unloads after the bridge exits" rmmod vhost_blk
 rmmod brd

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # run-tests.sh [TEST...]: run the in-VM tests (default: every executable
 # /src/selftests/l2/*.sh, sorted) one after another and print TAP-style lines.
 #

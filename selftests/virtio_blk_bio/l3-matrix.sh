@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # In L3: the part of selftests/l2/31-virtio-blk-bio-matrix.sh that runs in the
 # guest, once per submission path (use_bio=0, then use_bio=1): hw queue counts
 # and per-queue I/O for 1, 2 and 4 virtqueues, a fio verify=crc32c matrix

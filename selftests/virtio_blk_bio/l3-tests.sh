@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # In L3: exercise virtio_blk_bio on the disks that selftests/l2/30-virtio-blk-bio.sh
 # attached, once per submission path (use_bio=0, then use_bio=1). Prints TAP-style
 # lines, exits nonzero if any check failed.

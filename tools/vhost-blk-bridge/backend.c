@@ -2,10 +2,13 @@
 /*
  * vhost-blk-bridge: the backing file or block device.
  *
- * The bridge opens the backend and hands the fd to /dev/vhost-blk, which
- * takes its own reference; the bridge keeps its fd to re-attach it on the
- * next ring start.  Write-through mode (guest cleared config.wce) is an
- * O_DSYNC reopen of the same path.
+ * The path is resolved exactly once, at startup, to an O_PATH descriptor;
+ * the descriptors used for I/O are opened from that one through
+ * /proc/self/fd, so they are the same inode whatever happens to the path
+ * later (renamed, replaced, a symlink switched).  Two of them: write-back
+ * (plain) and write-through (O_DSYNC), chosen per session by the guest's
+ * write-cache setting.  /dev/vhost-blk takes its own reference of the one
+ * attached; the bridge keeps both for the next session.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,66 +24,99 @@
 
 static int backend_flags(const struct backend *be, bool wce)
 {
-	int fl = O_CLOEXEC | O_LARGEFILE;
+	int fl = O_CLOEXEC | O_LARGEFILE | O_NOCTTY;
 
 	fl |= be->readonly ? O_RDONLY : O_RDWR;
 	if (!be->buffered)
 		fl |= O_DIRECT;
-	if (!wce && !be->readonly)
+	if (!wce)
 		fl |= O_DSYNC;
 	return fl;
 }
 
-static int backend_open_fd(struct backend *be, bool wce)
+/* Open the inode behind @pathfd (an O_PATH fd) again with @flags. */
+static int reopen(const struct backend *be, int pathfd, int flags)
 {
-	int fd = open(be->path, backend_flags(be, wce));
+	char proc[64];
+	int fd;
 
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pathfd);
+	fd = open(proc, flags);
 	if (fd < 0) {
 		int err = errno;
 
 		log_msg("cannot open backend %s: %s%s", be->path,
 			strerror(err),
 			err == EINVAL && !be->buffered ?
-			" (O_DIRECT not supported here? try --buffered)" : "");
+			" (O_DIRECT not supported here? try --buffered)" :
+			err == ENOENT ? " (is /proc mounted?)" : "");
 		return -err;
 	}
 	return fd;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_rdev == b->st_rdev;
+}
+
 int backend_open(struct backend *be, const char *path, bool readonly,
 		 bool buffered)
 {
-	struct stat st;
-	int fd;
+	struct stat st, st2;
+	int pathfd, fd;
 
 	memset(be, 0, sizeof(*be));
-	be->fd = -1;
+	be->fd_wb = -1;
+	be->fd_wt = -1;
 	be->path = path;
 	be->readonly = readonly;
 	be->buffered = buffered;
-	be->wce = true;
 
-	if (stat(path, &st) < 0) {
+	/* O_PATH: no open side effects before the type is known. */
+	pathfd = open(path, O_PATH | O_CLOEXEC);
+	if (pathfd < 0) {
 		log_msg("backend %s: %s", path, strerror(errno));
 		return -1;
 	}
+	if (fstat(pathfd, &st) < 0) {
+		log_msg("backend %s: %s", path, strerror(errno));
+		goto fail;
+	}
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
 		log_msg("backend %s: not a regular file or block device", path);
-		return -1;
+		goto fail;
 	}
-	fd = backend_open_fd(be, true);
-	if (fd < 0)
-		return -1;
-	be->fd = fd;
 	be->is_bdev = S_ISBLK(st.st_mode);
+
+	fd = reopen(be, pathfd, backend_flags(be, true));
+	if (fd < 0)
+		goto fail;
+	be->fd_wb = fd;
+	if (!readonly) {
+		fd = reopen(be, pathfd, backend_flags(be, false));
+		if (fd < 0)
+			goto fail;
+		be->fd_wt = fd;
+	}
+	close(pathfd);
+	pathfd = -1;
+
+	if (fstat(be->fd_wb, &st2) < 0 || !same_file(&st, &st2) ||
+	    (be->fd_wt >= 0 &&
+	     (fstat(be->fd_wt, &st2) < 0 || !same_file(&st, &st2)))) {
+		log_msg("backend %s: reopened descriptors are not the same file",
+			path);
+		goto fail;
+	}
 	if (be->is_bdev) {
 		unsigned long long sz;
 
-		if (ioctl(fd, BLKGETSIZE64, &sz) < 0) {
+		if (ioctl(be->fd_wb, BLKGETSIZE64, &sz) < 0) {
 			log_msg("backend %s: BLKGETSIZE64: %s", path,
 				strerror(errno));
-			backend_close(be);
-			return -1;
+			goto fail;
 		}
 		be->size = sz;
 	} else {
@@ -89,28 +125,25 @@ int backend_open(struct backend *be, const char *path, bool readonly,
 	if (be->size < 512)
 		log_msg("warning: backend %s is smaller than one sector", path);
 	return 0;
+
+fail:
+	if (pathfd >= 0)
+		close(pathfd);
+	backend_close(be);
+	return -1;
 }
 
-int backend_set_wce(struct backend *be, bool wce)
+int backend_fd(const struct backend *be, bool wce)
 {
-	int fd;
-
-	if (wce == be->wce)
-		return 0;
-	fd = backend_open_fd(be, wce);
-	if (fd < 0)
-		return fd;
-	close(be->fd);
-	be->fd = fd;
-	be->wce = wce;
-	log_msg("write cache %s", wce ? "on (write-back)" :
-		"off (write-through, O_DSYNC)");
-	return 0;
+	return wce || be->fd_wt < 0 ? be->fd_wb : be->fd_wt;
 }
 
 void backend_close(struct backend *be)
 {
-	if (be->fd >= 0)
-		close(be->fd);
-	be->fd = -1;
+	if (be->fd_wb >= 0)
+		close(be->fd_wb);
+	if (be->fd_wt >= 0)
+		close(be->fd_wt);
+	be->fd_wb = -1;
+	be->fd_wt = -1;
 }

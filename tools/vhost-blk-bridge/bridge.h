@@ -23,7 +23,12 @@
 /* ---- options (main.c) ------------------------------------------------ */
 
 struct bridge_opts {
-	const char *socket_path;
+	const char *socket_path;	/* socket the bridge creates */
+	int socket_mode;		/* its mode; -1: default */
+	const char *socket_group;	/* its group (name or number) */
+	int listen_fd;			/* --fd: a listening socket passed in */
+	const char *user;		/* drop to this user after setup */
+	unsigned int timeout;		/* seconds, see --timeout */
 	const char *backend_path;
 	const char *vhost_path;		/* default /dev/vhost-blk */
 	const char *serial;
@@ -39,25 +44,41 @@ extern int bridge_verbose;
 /* A SIGINT/SIGTERM arrived: end the session and exit. */
 bool bridge_stopping(void);
 
+/* CLOCK_MONOTONIC in milliseconds. */
+long long bridge_now_ms(void);
+/*
+ * Wait until @fd is ready for @events (POLLIN/POLLOUT) or the monotonic
+ * time @deadline_ms (-1: no deadline) has passed.  SIGINT and SIGTERM are
+ * blocked everywhere else and only delivered here, so a stop request is
+ * never lost.  Returns 1 when ready, 0 on timeout, -EINTR when the bridge
+ * is stopping, another -errno on failure.
+ */
+int bridge_wait(int fd, short events, long long deadline_ms);
+
 void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- backing disk (backend.c) ---------------------------------------- */
 
+/*
+ * The backend is opened once, at startup, and never again by path: one fd
+ * for write-back mode and one, on the same open inode, with O_DSYNC for
+ * write-through mode (none when read-only).
+ */
 struct backend {
 	const char *path;
-	int fd;
+	int fd_wb;		/* write-back: no O_DSYNC */
+	int fd_wt;		/* write-through: O_DSYNC; -1 when read-only */
 	bool readonly;
 	bool buffered;
 	bool is_bdev;
-	bool wce;		/* write-back cache on (guest visible) */
 	uint64_t size;		/* bytes */
 };
 
 int backend_open(struct backend *be, const char *path, bool readonly,
 		 bool buffered);
-/* Reopen with (wce = false: O_DSYNC) or without write-through. */
-int backend_set_wce(struct backend *be, bool wce);
+/* The fd for write-back (@wce) or write-through mode. */
+int backend_fd(const struct backend *be, bool wce);
 void backend_close(struct backend *be);
 
 /* ---- guest memory table (mem.c) -------------------------------------- */
@@ -79,8 +100,9 @@ struct mem_table {
 
 /*
  * Map the regions described in @src (gpa/size/qva/mmap_offset filled in)
- * from @fds into @dst.  On failure nothing stays mapped.  The fds are not
- * closed.
+ * from @fds into @dst.  Each fd must be a memfd or a regular file at least
+ * mmap_offset + size bytes long.  On failure nothing stays mapped.  The
+ * fds are not closed.
  */
 int mem_map(struct mem_table *dst, const struct mem_table *src,
 	    const int *fds);

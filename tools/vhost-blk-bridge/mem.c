@@ -4,7 +4,10 @@
  *
  * SET_MEM_TABLE brings one fd per region (QEMU's memfd RAM) with the
  * region's guest-physical address, size, QEMU virtual address and offset
- * in the fd.  The bridge maps each fd shared; /dev/vhost-blk then reaches
+ * in the fd.  Only a memfd or a regular file is accepted as guest memory
+ * (no device node, pipe or socket: whatever a front-end sends, the kernel
+ * reaches nothing but memory), and it must hold the whole region.  The
+ * bridge maps each fd shared; /dev/vhost-blk then reaches
  * guest memory through these mappings (it runs in the bridge's mm), and
  * ring addresses, which QEMU gives in its own address space, are
  * translated into ours.
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bridge.h"
@@ -32,6 +36,30 @@ void mem_unmap(struct mem_table *mt)
 static bool overflows(uint64_t a, uint64_t b)
 {
 	return a + b < a;
+}
+
+/* A memfd or a regular file that holds [offset, offset + size). */
+static bool fd_is_memory(unsigned int i, int fd, uint64_t offset,
+			 uint64_t size)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		log_msg("memory region %u: fstat: %s", i, strerror(errno));
+		return false;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		log_msg("memory region %u: the fd is not a memfd or regular file (mode 0%o)",
+			i, (unsigned int)(st.st_mode & S_IFMT));
+		return false;
+	}
+	if (st.st_size < 0 || (uint64_t)st.st_size < offset + size) {
+		log_msg("memory region %u: the fd holds %lld bytes, the region ends at 0x%llx",
+			i, (long long)st.st_size,
+			(unsigned long long)(offset + size));
+		return false;
+	}
+	return true;
 }
 
 int mem_map(struct mem_table *dst, const struct mem_table *src,
@@ -68,6 +96,8 @@ int mem_map(struct mem_table *dst, const struct mem_table *src,
 				goto fail_inval;
 			}
 		}
+		if (!fd_is_memory(i, fds[i], s->mmap_offset, s->size))
+			goto fail_inval;
 		*d = *s;
 		d->map_len = s->mmap_offset + s->size;
 		p = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE,

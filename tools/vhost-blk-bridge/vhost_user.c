@@ -8,6 +8,13 @@
  * not implement are refused (REPLY_ACK failure, or an empty reply where the
  * request expects data) and the session goes on.
  *
+ * Message I/O never blocks without a bound: the socket is non-blocking and
+ * every wait goes through bridge_wait(), which also delivers SIGTERM.  A
+ * front-end must send its first message within --timeout seconds of
+ * connecting, complete every message it has started within --timeout, and
+ * read every reply within --timeout; otherwise the session ends.  Between
+ * messages it may stay silent for as long as it likes.
+ *
  * Ring start/stop: the backend is attached to the device (which starts
  * request processing on every ring with a kick fd) once the rings are
  * enabled, and detached (which drains in-flight requests) before a ring is
@@ -16,6 +23,7 @@
 #define _GNU_SOURCE
 #include <endian.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +162,9 @@ struct session {
 	struct vdev dev;
 	bool owner;
 	bool attached;
+	int attached_fd;		/* backend fd the device runs on */
+	bool wce;			/* the guest's write-cache setting */
+	bool features_set;		/* SET_FEATURES seen */
 	uint64_t dev_features;		/* what the kernel device offers */
 	uint64_t features;		/* acked by the front-end */
 	uint64_t protocol_features;	/* acked */
@@ -253,27 +264,61 @@ static void close_fds(struct vu_msg *m)
 
 /* ---- message I/O ------------------------------------------------------ */
 
-static int read_full(int sock, void *buf, size_t len)
+static long long timeout_ms(const struct session *s)
+{
+	return s->br->opts->timeout * 1000LL;
+}
+
+/* Read exactly @len bytes before @deadline. */
+static int read_full(int sock, void *buf, size_t len, long long deadline)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = recv(sock, (char *)buf + done, len - done, 0);
+		ssize_t n = recv(sock, (char *)buf + done, len - done,
+				 MSG_DONTWAIT);
+		int r;
 
-		if (n < 0 && errno == EINTR && !bridge_stopping())
+		if (n > 0) {
+			done += n;
 			continue;
-		if (n <= 0)
-			return -1;
-		done += n;
+		}
+		if (n == 0)
+			return -EPIPE;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		r = bridge_wait(sock, POLLIN, deadline);
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
 
+static void log_partial(const struct session *s, struct vu_msg *m, int err,
+			const char *what)
+{
+	if (err == -ETIMEDOUT)
+		log_msg("malformed message: %s %s: the front-end sent part of it and nothing more for %u s",
+			req_name(m->hdr.request), what,
+			s->br->opts->timeout);
+	else if (err != -EINTR)
+		log_msg("malformed message: %s %s: %s",
+			req_name(m->hdr.request), what,
+			err == -EPIPE ? "truncated" : strerror(-err));
+}
+
 /*
- * Read one message.  Returns 1 on a message, 0 on a clean EOF between
- * messages, -1 on a broken or malformed transfer.
+ * Read one message.  @idle_deadline bounds the wait for its first byte
+ * (-1: none).  Returns 1 on a message, 0 on a clean EOF between messages
+ * or when the bridge is stopping, -1 on a broken, malformed or stalled
+ * transfer.
  */
-static int vu_recv(int sock, struct vu_msg *m)
+static int vu_recv(struct session *s, struct vu_msg *m,
+		   long long idle_deadline)
 {
 	union {
 		char buf[CMSG_SPACE(MEM_MAX_REGIONS * sizeof(int))];
@@ -287,20 +332,38 @@ static int vu_recv(int sock, struct vu_msg *m)
 		.msg_controllen = sizeof(cbuf.buf),
 	};
 	struct cmsghdr *c;
+	long long deadline;
 	ssize_t n;
+	int r;
 
 	m->nfds = 0;
-	do {
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR && !bridge_stopping());
+	m->hdr.request = 0;
+	for (;;) {
+		n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN) {
+			log_msg("recvmsg: %s", strerror(errno));
+			return -1;
+		}
+		r = bridge_wait(s->sock, POLLIN, idle_deadline);
+		if (r == -EINTR)
+			return 0;
+		if (r == 0) {
+			log_msg("the front-end sent no message within %u s of connecting",
+				s->br->opts->timeout);
+			return -1;
+		}
+		if (r < 0) {
+			log_msg("poll: %s", strerror(-r));
+			return -1;
+		}
+	}
 	if (n == 0)
 		return 0;
-	if (n < 0) {
-		if (errno == EINTR)
-			return 0;	/* stopping */
-		log_msg("recvmsg: %s", strerror(errno));
-		return -1;
-	}
+	deadline = bridge_now_ms() + timeout_ms(s);
 	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		size_t k, cnt;
 
@@ -322,11 +385,17 @@ static int vu_recv(int sock, struct vu_msg *m)
 		close_fds(m);
 		return -1;
 	}
-	if (n < (ssize_t)sizeof(m->hdr) &&
-	    read_full(sock, (char *)&m->hdr + n, sizeof(m->hdr) - n)) {
-		log_msg("malformed message: short header");
-		close_fds(m);
-		return -1;
+	if (n < (ssize_t)sizeof(m->hdr)) {
+		r = read_full(s->sock, (char *)&m->hdr + n,
+			      sizeof(m->hdr) - n, deadline);
+		if (r) {
+			if (r == -EPIPE)
+				log_msg("malformed message: short header");
+			else
+				log_partial(s, m, r, "header");
+			close_fds(m);
+			return r == -EINTR ? 0 : -1;
+		}
 	}
 	if ((m->hdr.flags & VU_VERSION_MASK) != VU_VERSION ||
 	    (m->hdr.flags & VU_FLAG_REPLY)) {
@@ -341,44 +410,70 @@ static int vu_recv(int sock, struct vu_msg *m)
 		close_fds(m);
 		return -1;
 	}
-	if (m->hdr.size && read_full(sock, &m->p, m->hdr.size)) {
-		log_msg("malformed message: %s payload truncated",
-			req_name(m->hdr.request));
-		close_fds(m);
-		return -1;
+	if (m->hdr.size) {
+		r = read_full(s->sock, &m->p, m->hdr.size, deadline);
+		if (r) {
+			log_partial(s, m, r, "payload");
+			close_fds(m);
+			return r == -EINTR ? 0 : -1;
+		}
 	}
 	return 1;
 }
 
-static int vu_send(int sock, uint32_t req, const void *payload, uint32_t size)
+/* Send a reply; the front-end has --timeout seconds to take it. */
+static int vu_send(struct session *s, uint32_t req, const void *payload,
+		   uint32_t size)
 {
-	struct vu_hdr h = {
-		.request = req,
-		.flags = VU_VERSION | VU_FLAG_REPLY,
-		.size = size,
-	};
-	struct iovec iov[2] = {
-		{ .iov_base = &h, .iov_len = sizeof(h) },
-		{ .iov_base = (void *)payload, .iov_len = size },
-	};
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
-	size_t want = sizeof(h) + size;
-	ssize_t n;
+	struct {
+		struct vu_hdr h;
+		uint8_t p[VU_MAX_PAYLOAD];
+	} __attribute__((packed)) buf;
+	size_t want = sizeof(buf.h) + size, done = 0;
+	long long deadline = bridge_now_ms() + timeout_ms(s);
 
-	do {
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	} while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)want) {
-		log_msg("reply to %s: %s", req_name(req),
-			n < 0 ? strerror(errno) : "short write");
+	if (size > VU_MAX_PAYLOAD)
 		return -1;
+	buf.h.request = req;
+	buf.h.flags = VU_VERSION | VU_FLAG_REPLY;
+	buf.h.size = size;
+	if (size)
+		memcpy(buf.p, payload, size);
+	while (done < want) {
+		ssize_t n = send(s->sock, (char *)&buf + done, want - done,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		int r;
+
+		if (n > 0) {
+			done += n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN) {
+			log_msg("reply to %s: %s", req_name(req),
+				strerror(errno));
+			return -1;
+		}
+		r = bridge_wait(s->sock, POLLOUT, deadline);
+		if (r == 0) {
+			log_msg("reply to %s: the front-end has not read it for %u s",
+				req_name(req), s->br->opts->timeout);
+			return -1;
+		}
+		if (r < 0) {
+			if (r != -EINTR)
+				log_msg("reply to %s: %s", req_name(req),
+					strerror(-r));
+			return -1;
+		}
 	}
 	return 0;
 }
 
 static int reply_u64(struct session *s, uint32_t req, uint64_t v)
 {
-	return vu_send(s->sock, req, &v, sizeof(v)) ? VU_FATAL : 0;
+	return vu_send(s, req, &v, sizeof(v)) ? VU_FATAL : 0;
 }
 
 /* ---- backend attach / detach --------------------------------------------- */
@@ -388,18 +483,38 @@ static unsigned int nqueues(const struct session *s)
 	return s->br->opts->queues;
 }
 
+/*
+ * Without VIRTIO_BLK_F_FLUSH the guest cannot ask for durability, so every
+ * write must be durable at completion (virtio 1.x, 5.2.6): write-through,
+ * and the config says so (writeback = 0).  Before SET_FEATURES the
+ * guest's setting is shown.
+ */
+static bool flush_negotiated(const struct session *s)
+{
+	return !s->features_set ||
+	       (s->features & (1ULL << VIRTIO_BLK_F_FLUSH));
+}
+
+static bool effective_wce(const struct session *s)
+{
+	return s->wce && flush_negotiated(s);
+}
+
 static int attach(struct session *s)
 {
 	struct bridge *br = s->br;
+	int fd = backend_fd(&br->be, effective_wce(s));
 	int ret;
 
 	if (s->attached)
 		return 0;
-	ret = vdev_set_backend(&s->dev, br->be.fd, br->be.readonly,
+	ret = vdev_set_backend(&s->dev, fd, br->be.readonly,
 			       nqueues(s), br->opts->serial);
 	if (!ret) {
 		s->attached = true;
-		log_dbg("rings started");
+		s->attached_fd = fd;
+		log_dbg("rings started (%s)", effective_wce(s) ?
+			"write-back" : "write-through, O_DSYNC");
 	}
 	return ret;
 }
@@ -453,9 +568,8 @@ static int session_open_device(struct session *s)
 	 * Every session starts with the device's default, write-back: a guest
 	 * that switched the cache off speaks only for its own session.
 	 */
-	ret = backend_set_wce(&br->be, true);
-	if (ret)
-		return ret;
+	s->wce = true;
+	s->features_set = false;
 	ret = vdev_open(&s->dev, br->opts->vhost_path, br->opts->no_kernel);
 	if (ret)
 		return ret;
@@ -464,8 +578,8 @@ static int session_open_device(struct session *s)
 	s->dev.dry_ro = br->be.readonly;
 
 	/* Attach once to learn what the device presents, then stop again. */
-	ret = vdev_set_backend(&s->dev, br->be.fd, br->be.readonly, nqueues(s),
-			       br->opts->serial);
+	ret = vdev_set_backend(&s->dev, backend_fd(&br->be, true),
+			       br->be.readonly, nqueues(s), br->opts->serial);
 	if (!ret)
 		ret = vdev_get_config(&s->dev, &cfg);
 	if (!ret)
@@ -478,7 +592,6 @@ static int session_open_device(struct session *s)
 	memcpy(s->config, cfg.raw,
 	       cfg.config_len < sizeof(cfg.raw) ? cfg.config_len :
 	       sizeof(cfg.raw));
-	s->config[offsetof(struct virtio_blk_config, wce)] = br->be.wce;
 	s->dev_features = cfg.features;
 	if (br->be.readonly)
 		s->dev_features |= 1ULL << VIRTIO_BLK_F_RO;
@@ -496,6 +609,7 @@ static void session_close_device(struct session *s)
 	mem_unmap(&s->mem);
 	memset(s->vr, 0, sizeof(s->vr));
 	s->features = 0;
+	s->features_set = false;
 }
 
 /* Features offered to the front-end. */
@@ -540,6 +654,7 @@ static struct vu_ring *ring_of(struct session *s, const struct vu_msg *m,
 static int do_set_features(struct session *s, struct vu_msg *m)
 {
 	uint64_t f;
+	int ret;
 
 	if (!size_is(m, 8, 0))
 		return VU_FATAL;
@@ -550,8 +665,21 @@ static int do_set_features(struct session *s, struct vu_msg *m)
 			(unsigned long long)(f & ~offered_features(s)));
 		return -EINVAL;
 	}
+	ret = vdev_set_features(&s->dev, f & s->dev_features);
+	if (ret)
+		return ret;
 	s->features = f;
-	return vdev_set_features(&s->dev, f & s->dev_features);
+	s->features_set = true;
+	if (!flush_negotiated(s))
+		log_msg("VIRTIO_BLK_F_FLUSH not negotiated: write-through");
+	/* Running on the fd of the other cache mode: switch under a drain. */
+	if (s->attached &&
+	    s->attached_fd != backend_fd(&s->br->be, effective_wce(s))) {
+		ret = detach(s);
+		if (!ret)
+			ret = update_running(s);
+	}
+	return ret;
 }
 
 static int do_set_mem_table(struct session *s, struct vu_msg *m)
@@ -788,7 +916,7 @@ static int do_get_vring_base(struct session *s, struct vu_msg *m)
 	st.index = m->p.state.index;
 	st.num = base;
 	log_dbg("ring %u stopped at %u", st.index, base);
-	return vu_send(s->sock, VU_GET_VRING_BASE, &st, sizeof(st)) ?
+	return vu_send(s, VU_GET_VRING_BASE, &st, sizeof(st)) ?
 	       VU_FATAL : 0;
 }
 
@@ -825,19 +953,19 @@ static int do_get_config(struct session *s, struct vu_msg *m)
 	    c->size > VU_CONFIG_SPACE - c->offset) {
 		log_msg("GET_CONFIG offset %u size %u: out of range",
 			c->offset, c->size);
-		return vu_send(s->sock, VU_GET_CONFIG, NULL, 0) ? VU_FATAL : 0;
+		return vu_send(s, VU_GET_CONFIG, NULL, 0) ? VU_FATAL : 0;
 	}
+	s->config[offsetof(struct virtio_blk_config, wce)] = effective_wce(s);
 	memcpy(c->region, s->config + c->offset, c->size);
-	return vu_send(s->sock, VU_GET_CONFIG, c, m->hdr.size) ? VU_FATAL : 0;
+	return vu_send(s, VU_GET_CONFIG, c, m->hdr.size) ? VU_FATAL : 0;
 }
 
 static int do_set_config(struct session *s, struct vu_msg *m)
 {
 	const size_t wce_off = offsetof(struct virtio_blk_config, wce);
 	struct vu_config *c = &m->p.cfg;
-	struct bridge *br = s->br;
 	bool was_attached = s->attached;
-	int ret;
+	int ret = 0;
 
 	if (m->hdr.size < VU_CONFIG_HDR || m->nfds ||
 	    c->size > VU_CONFIG_SPACE ||
@@ -851,13 +979,20 @@ static int do_set_config(struct session *s, struct vu_msg *m)
 			c->offset, c->size);
 		return -EPERM;
 	}
-	if ((bool)c->region[0] == br->be.wce)
+	if (c->region[0] && !flush_negotiated(s)) {
+		log_msg("SET_CONFIG wce=1: refused, VIRTIO_BLK_F_FLUSH is not negotiated");
+		return -EINVAL;
+	}
+	if ((bool)c->region[0] == s->wce)
 		return 0;
-	/* Swap the backend fd under stopped rings. */
-	ret = detach(s);
-	if (!ret)
-		ret = backend_set_wce(&br->be, c->region[0]);
-	s->config[wce_off] = br->be.wce;
+	/* Switch the backend fd under stopped rings. */
+	if (s->attached)
+		ret = detach(s);
+	if (ret)
+		return ret;
+	s->wce = c->region[0];
+	log_msg("write cache %s", s->wce ? "on (write-back)" :
+		"off (write-through, O_DSYNC)");
 	if (was_attached) {
 		int r2 = update_running(s);
 
@@ -872,7 +1007,7 @@ static int refuse(struct session *s, struct vu_msg *m)
 	log_msg("refusing unsupported request %s (%u)",
 		req_name(m->hdr.request), m->hdr.request);
 	if (has_own_reply(m->hdr.request))
-		return vu_send(s->sock, m->hdr.request, NULL, 0) ?
+		return vu_send(s, m->hdr.request, NULL, 0) ?
 		       VU_FATAL : 0;
 	return -ENOTSUP;
 }
@@ -954,6 +1089,7 @@ int vu_serve(struct bridge *br, int sock)
 {
 	struct session *s;
 	struct vu_msg *m;
+	long long idle_deadline;
 	int ret = 0;
 
 	s = calloc(1, sizeof(*s));
@@ -971,13 +1107,16 @@ int vu_serve(struct bridge *br, int sock)
 		return -1;
 	}
 
+	/* A front-end speaks first, at once: a silent client is dropped. */
+	idle_deadline = bridge_now_ms() + timeout_ms(s);
 	while (!bridge_stopping()) {
-		int r = vu_recv(sock, m);
+		int r = vu_recv(s, m, idle_deadline);
 
 		if (r <= 0) {
 			ret = r;
 			break;
 		}
+		idle_deadline = -1;
 		log_dbg("<- %s (%u) flags 0x%x size %u fds %u",
 			req_name(m->hdr.request), m->hdr.request,
 			m->hdr.flags, m->hdr.size, m->nfds);

@@ -1,0 +1,25 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# dkms-src.sh host|guest [SRCTREE]: copy what DKMS needs to build the package into
+# SRCTREE/NAME-VERSION (SRCTREE: /usr/src) and print that directory.
+#   host:  vhost-blk (dkms.conf): both modules; needs the kernel's vhost source
+#   guest: virtio-blk-bio (dkms-guest.conf): the guest driver alone, from the
+#          kernel headers; the copy holds no vhost_blk/ and no vhost lookup
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+kind=${1:-} srctree=${2:-/usr/src}
+case $kind in
+host) conf=dkms.conf files=(Makefile Kbuild include vhost_blk virtio_blk_bio scripts/find-vhost-src.sh) ;;
+guest) conf=dkms-guest.conf files=(Makefile Kbuild include/kcompat.h virtio_blk_bio) ;;
+*) echo "usage: dkms-src.sh host|guest [SRCTREE]" >&2; exit 2 ;;
+esac
+name=$(sed -n 's/^PACKAGE_NAME="\(.*\)"/\1/p' "$top/$conf")
+ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$top/$conf")
+dest=$srctree/$name-$ver
+rm -rf "$dest"
+mkdir -p "$dest"
+(cd "$top" && git ls-files -co --exclude-standard -- "${files[@]}" 2>/dev/null ||
+	find "${files[@]}" -type f ! -name '*.o' ! -name '*.ko' ! -name '.*') |
+	(cd "$top" && rsync -a --files-from=- . "$dest/")
+cp "$top/$conf" "$dest/dkms.conf"
+echo "$dest"

@@ -1,0 +1,738 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""bridge-test.py [BRIDGE]: vhost-blk-bridge's socket and protocol handling on
+the host, no VM and no /dev/vhost-blk (--no-kernel: the same code, with the
+device ioctls left out).
+
+Checks the socket options (--socket-mode, --socket-group, a live or stale
+socket at the path), --fd and systemd socket activation, that the backend is
+opened once and never again by path, that only memfd and regular-file
+descriptors are taken as guest memory, the per-session timeouts (silent
+client, partial message), SIGTERM while a reply blocks, transient accept()
+errors, writeback = 0 without VIRTIO_BLK_F_FLUSH, and the privilege drop.
+Prints TAP-style lines ("ok - ", "not ok - ") for scripts/check.sh; run as
+root (the socket group and --user checks need it).
+"""
+import array
+import grp
+import os
+import pwd
+import resource
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BRIDGE = sys.argv[1] if len(sys.argv) > 1 else \
+    os.path.join(TOP, "tools/vhost-blk-bridge/vhost-blk-bridge")
+
+# vhost-user requests
+GET_FEATURES, SET_FEATURES, SET_OWNER = 1, 2, 3
+SET_MEM_TABLE, SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE = 5, 8, 9, 10
+SET_VRING_KICK, SET_VRING_CALL = 12, 13
+GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES = 15, 16
+SET_VRING_ENABLE, GET_CONFIG, SET_CONFIG = 18, 24, 25
+NEED_REPLY = 1 << 3
+F_FLUSH, F_CONFIG_WCE, F_VERSION_1, F_PROTOCOL = 9, 11, 32, 30
+PF_REPLY_ACK, PF_CONFIG = 3, 9
+WCE_OFF = 32
+O_DSYNC = 0o10000
+
+failures = 0
+work = tempfile.mkdtemp(prefix="bridge-test.")
+procs = []
+
+
+def ok(desc):
+    print("ok - bridge: " + desc, flush=True)
+
+
+def nok(desc, why=""):
+    global failures
+    failures += 1
+    print("not ok - bridge: " + desc, flush=True)
+    for line in str(why).splitlines()[-15:]:
+        print("#   " + line, flush=True)
+
+
+def check(desc, cond, why=""):
+    if cond:
+        ok(desc)
+    else:
+        nok(desc, why)
+    return cond
+
+
+def skip(desc, why):
+    print("ok - bridge: %s # SKIP %s" % (desc, why), flush=True)
+
+
+class Bridge:
+    """One vhost-blk-bridge process with its log."""
+
+    def __init__(self, name, args, pass_fds=(), env=None, preexec=None,
+                 wait_socket=None):
+        self.log = os.path.join(work, name + ".log")
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen([BRIDGE] + args, stdin=subprocess.DEVNULL,
+                                     stdout=self.logf, stderr=self.logf,
+                                     pass_fds=pass_fds, env=env,
+                                     preexec_fn=preexec)
+        procs.append(self.proc)
+        self.pid = self.proc.pid
+        if wait_socket:
+            self.wait_log("listening on", 10)
+
+    def text(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def wait_log(self, s, secs):
+        end = time.time() + secs
+        while time.time() < end:
+            if s in self.text():
+                return True
+            if self.proc.poll() is not None and s not in self.text():
+                return False
+            time.sleep(0.05)
+        return s in self.text()
+
+    def stop(self, secs=10):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(secs)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+    def alive(self):
+        return self.proc.poll() is None
+
+
+def run_bridge(args, secs=10):
+    """Run the bridge to its end: (status, output)."""
+    p = subprocess.run([BRIDGE] + args, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=secs)
+    return p.returncode, p.stdout + p.stderr
+
+
+def backend_file(name, size=1 << 20):
+    path = os.path.join(work, name)
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
+def hdr(req, size, flags=1):
+    return struct.pack("<III", req, flags, size)
+
+
+def send(sock, req, payload=b"", fds=(), flags=1):
+    data = hdr(req, len(payload), flags) + payload
+    if fds:
+        sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                               array.array("i", fds))])
+    else:
+        sock.sendall(data)
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def recv_reply(sock):
+    h = recv_exact(sock, 12)
+    if h is None:
+        return None
+    req, flags, size = struct.unpack("<III", h)
+    payload = recv_exact(sock, size) if size else b""
+    return req, flags, payload
+
+
+def connect(path, timeout=10):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    return s
+
+
+def call(sock, req, payload=b"", fds=()):
+    send(sock, req, payload, fds)
+    return recv_reply(sock)
+
+
+def acked(sock, req, payload=b"", fds=()):
+    """Send with NEED_REPLY; True on a zero REPLY_ACK, False on a nonzero
+    one, None when the session ended instead."""
+    send(sock, req, payload, fds, flags=1 | NEED_REPLY)
+    try:
+        r = recv_reply(sock)
+    except (ConnectionResetError, socket.timeout):
+        return None
+    if r is None:
+        return None
+    return struct.unpack("<Q", r[2])[0] == 0
+
+
+def get_features_ok(path, timeout=10):
+    try:
+        with connect(path, timeout) as s:
+            r = call(s, GET_FEATURES)
+            return r is not None and r[0] == GET_FEATURES and len(r[2]) == 8
+    except OSError:
+        return False
+
+
+def get_wce(sock):
+    r = call(sock, GET_CONFIG, struct.pack("<III", WCE_OFF, 1, 0) + b"\0")
+    return r[2][-1] if r and len(r[2]) == 13 else None
+
+
+def set_wce(sock, v):
+    return acked(sock, SET_CONFIG, struct.pack("<III", WCE_OFF, 1, 0) + bytes([v]))
+
+
+def handshake(sock, features):
+    """The start of QEMU's handshake: protocol features, owner, features."""
+    send(sock, SET_PROTOCOL_FEATURES,
+         struct.pack("<Q", (1 << PF_REPLY_ACK) | (1 << PF_CONFIG)))
+    send(sock, SET_OWNER)
+    return acked(sock, SET_FEATURES, struct.pack("<Q", features))
+
+
+def memfd(size):
+    fd = os.memfd_create("guest-ram")
+    os.ftruncate(fd, size)
+    return fd
+
+
+def mem_table(size, qva=0x7f0000000000):
+    return struct.pack("<II", 1, 0) + struct.pack("<QQQQ", 0, size, qva, 0)
+
+
+def socket_path(name):
+    return os.path.join(work, name + ".sock")
+
+
+# ---------------------------------------------------------------------------
+
+def test_command_line(be):
+    rc, out = run_bridge(["--backend", be, "--no-kernel"])
+    check("no socket at all: exit status 2", rc == 2, out)
+    rc, out = run_bridge(["--backend", be, "--no-kernel", "--fd", "3",
+                          "--socket", socket_path("x")])
+    check("--fd with --socket: exit status 2", rc == 2, out)
+    rc, out = run_bridge(["--backend", be, "--no-kernel", "--fd", "3",
+                          "--socket-mode", "0600"])
+    check("--socket-mode without --socket: exit status 2", rc == 2, out)
+    rc, out = run_bridge(["--backend", be, "--no-kernel", "--socket",
+                          socket_path("x"), "--socket-mode", "999"])
+    check("--socket-mode 999: exit status 2", rc == 2, out)
+    rc, out = run_bridge(["--backend", be, "--no-kernel", "--socket",
+                          socket_path("x"), "--timeout", "0"])
+    check("--timeout 0: exit status 2", rc == 2, out)
+    rc, out = run_bridge(["--backend", be, "--no-kernel", "--socket",
+                          socket_path("x"), "--socket-group", "no-such-group-x"])
+    check("--socket-group naming no group: exit status 1", rc == 1, out)
+
+
+def test_socket_options(be):
+    gid = grp.getgrnam("kvm").gr_gid if "kvm" in [g.gr_name for g in grp.getgrall()] \
+        else 4242
+    for args, want_mode, want_gid, desc in (
+            ([], 0o600, os.getgid(), "default mode 0600"),
+            (["--socket-mode", "0640", "--socket-group", str(gid)], 0o640, gid,
+             "--socket-mode 0640 --socket-group %d" % gid),
+            (["--socket-group", str(gid)], 0o660, gid,
+             "--socket-group alone: mode 0660")):
+        path = socket_path("mode")
+        b = Bridge("mode", ["--backend", be, "--no-kernel", "--buffered",
+                            "--socket", path] + args, wait_socket=True)
+        try:
+            st = os.lstat(path)
+            check("socket %s (got %s, group %d)" % (desc, oct(stat.S_IMODE(st.st_mode)),
+                                                    st.st_gid),
+                  stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == want_mode
+                  and st.st_gid == want_gid, b.text())
+            left = [f for f in os.listdir(work) if f.endswith(".tmp")]
+            check("  no temporary socket name left behind (%s)" % left, not left)
+            check("  answers GET_FEATURES", get_features_ok(path), b.text())
+        finally:
+            rc = b.stop()
+        check("  SIGTERM: exit status 0, socket removed (status %s)" % rc,
+              rc == 0 and not os.path.exists(path), b.text())
+
+    # A non-socket file at the path is neither replaced nor accepted.
+    path = socket_path("file")
+    with open(path, "w") as f:
+        f.write("keep me\n")
+    rc, out = run_bridge(["--backend", be, "--no-kernel", "--buffered",
+                          "--socket", path])
+    with open(path) as f:
+        kept = f.read() == "keep me\n"
+    check("a regular file at the socket path: exit status 1, file untouched",
+          rc == 1 and kept, out)
+
+    # A live socket: another bridge listens there; it keeps it.
+    path = socket_path("live")
+    first = Bridge("live1", ["--backend", be, "--no-kernel", "--buffered",
+                             "--socket", path], wait_socket=True)
+    try:
+        ino = os.lstat(path).st_ino
+        rc, out = run_bridge(["--backend", be, "--no-kernel", "--buffered",
+                              "--socket", path])
+        check("a socket another bridge listens on: exit status 1", rc == 1, out)
+        check("  the first bridge keeps its socket and serves",
+              os.lstat(path).st_ino == ino and get_features_ok(path), first.text())
+    finally:
+        first.stop()
+
+    # A stale socket (nobody listens) is replaced.
+    path = socket_path("stale")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()
+    b = Bridge("stale", ["--backend", be, "--no-kernel", "--buffered",
+                         "--socket", path], wait_socket=True)
+    try:
+        check("a stale socket at the path is replaced", get_features_ok(path), b.text())
+    finally:
+        b.stop()
+
+
+def listener(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.listen(4)
+    return s
+
+
+def test_fd_passing(be):
+    path = socket_path("fd")
+    ls = listener(path)
+    fd = ls.fileno()
+    b = Bridge("fd", ["--backend", be, "--no-kernel", "--buffered",
+                      "--fd", str(fd)], pass_fds=(fd,), wait_socket=True)
+    try:
+        check("--fd: serves on the socket passed in", get_features_ok(path), b.text())
+        check("  a second session on it", get_features_ok(path), b.text())
+    finally:
+        rc = b.stop()
+    check("  SIGTERM: exit status 0; the socket it did not create stays (status %s)" % rc,
+          rc == 0 and os.path.exists(path), b.text())
+    ls.close()
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(socket_path("notlistening"))
+    b = Bridge("fd-bad", ["--backend", be, "--no-kernel", "--buffered",
+                          "--fd", str(s.fileno())], pass_fds=(s.fileno(),))
+    rc = b.proc.wait(10)
+    check("--fd with a socket that does not listen: exit status 1 (%s)" % rc,
+          rc == 1 and "not a listening" in b.text(), b.text())
+    s.close()
+    with open(be, "rb") as f:
+        b = Bridge("fd-file", ["--backend", be, "--no-kernel", "--buffered",
+                               "--fd", str(f.fileno())], pass_fds=(f.fileno(),))
+        rc = b.proc.wait(10)
+    check("--fd with a regular file: exit status 1 (%s)" % rc, rc == 1, b.text())
+
+
+def activated(name, be, ls, pid_delta=0, nfds="1"):
+    """Start the bridge the way systemd does: the socket as fd 3, LISTEN_PID
+    (its own pid, unless pid_delta) and LISTEN_FDS in the environment."""
+    log = os.path.join(work, name + ".log")
+    logfd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            # Out of the way of 0-3 first, then into place.
+            lfd = os.dup2(ls.fileno(), 100)
+            out = os.dup2(logfd, 101)
+            nul = os.dup2(os.open("/dev/null", os.O_RDONLY), 102)
+            os.dup2(nul, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.dup2(lfd, 3, inheritable=True)
+            os.closerange(4, 1024)
+            env = dict(os.environ, LISTEN_PID=str(os.getpid() + pid_delta),
+                       LISTEN_FDS=nfds, LISTEN_FDNAMES="vb")
+            os.execve(BRIDGE, [BRIDGE, "--backend", be, "--no-kernel",
+                               "--buffered"], env)
+        finally:
+            os._exit(127)
+    os.close(logfd)
+    return pid, log
+
+
+def wait_pid(pid, secs):
+    end = time.time() + secs
+    while time.time() < end:
+        p, st = os.waitpid(pid, os.WNOHANG)
+        if p == pid:
+            return os.waitstatus_to_exitcode(st)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+def test_activation(be):
+    path = socket_path("act")
+    ls = listener(path)
+    pid, log = activated("act", be, ls)
+    try:
+        up = False
+        for _ in range(200):
+            if "listening on socket activation" in open(log).read():
+                up = True
+                break
+            time.sleep(0.05)
+        check("socket activation (LISTEN_PID, LISTEN_FDS=1, fd 3): serves",
+              up and get_features_ok(path), open(log).read())
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        rc = wait_pid(pid, 10)
+    check("  SIGTERM: exit status 0 (%s)" % rc, rc == 0, open(log).read())
+
+    pid, log = activated("act-otherpid", be, ls, pid_delta=1)
+    rc = wait_pid(pid, 10)
+    check("LISTEN_PID of another process is ignored: no socket, exit status 2 (%s)" % rc,
+          rc == 2, open(log).read())
+    pid, log = activated("act-2fds", be, ls, nfds="2")
+    rc = wait_pid(pid, 10)
+    check("LISTEN_FDS=2: exit status 1 (%s)" % rc, rc == 1, open(log).read())
+    ls.close()
+
+
+def backend_fds(pid):
+    """(fd, st_ino, flags) of every regular file the process has open,
+    but its log (stdout, stderr)."""
+    res = []
+    log = os.stat("/proc/%d/fd/2" % pid).st_ino
+    d = "/proc/%d/fd" % pid
+    for fd in os.listdir(d):
+        try:
+            st = os.stat(os.path.join(d, fd))
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_ino == log:
+            continue
+        flags = 0
+        with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+            for line in f:
+                if line.startswith("flags:"):
+                    flags = int(line.split()[1], 8)
+        res.append((int(fd), st.st_ino, flags))
+    return res
+
+
+def test_single_open(_):
+    be = backend_file("single.img")
+    orig = os.stat(be).st_ino
+    path = socket_path("single")
+    b = Bridge("single", ["--backend", be, "--no-kernel", "--buffered",
+                          "--socket", path], wait_socket=True)
+    try:
+        fds = backend_fds(b.pid)
+        check("the backend is open twice at start, same inode, one O_DSYNC (%s)" % fds,
+              len(fds) == 2 and all(i == orig for _, i, _ in fds) and
+              sorted(bool(f & O_DSYNC) for _, _, f in fds) == [False, True])
+        # Replace the file at the path, then switch the write cache both
+        # ways and open new sessions: nothing may follow the path.
+        os.rename(be, be + ".old")
+        backend_file("single.img")
+        new = os.stat(be).st_ino
+        with connect(path) as s:
+            r0 = set_wce(s, 0)
+            w0 = get_wce(s)
+            r1 = set_wce(s, 1)
+            w1 = get_wce(s)
+        with connect(path) as s:
+            r2 = set_wce(s, 0)
+        check("write cache switched off and on in a session (acks %s %s, wce %s %s)"
+              % (r0, r1, w0, w1), r0 and r1 and w0 == 0 and w1 == 1, b.text())
+        fds = backend_fds(b.pid)
+        check("after the path was replaced: the same two descriptors of the original inode, "
+              "none of the new file (%s; original %d, new %d)" % (fds, orig, new),
+              r2 and len(fds) == 2 and all(i == orig for _, i, _ in fds), b.text())
+    finally:
+        b.stop()
+
+
+def test_memory_fds(be):
+    path = socket_path("mem")
+    b = Bridge("mem", ["--backend", be, "--no-kernel", "--buffered",
+                       "--socket", path], wait_socket=True)
+    size = 1 << 20
+    features = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_FLUSH)
+    try:
+        def table(fd_factory, desc, want):
+            fd = fd_factory()
+            try:
+                with connect(path) as s:
+                    h = handshake(s, features)
+                    r = acked(s, SET_MEM_TABLE, mem_table(size), [fd])
+                    if want:
+                        check("guest memory from %s is accepted (ack %s)" % (desc, r),
+                              h and r is True, b.text())
+                    else:
+                        check("guest memory from %s is refused and ends the session (%s)"
+                              % (desc, r), h and r is None, b.text())
+            finally:
+                os.close(fd)
+
+        def regular():
+            f = os.path.join(work, "ram.img")
+            with open(f, "wb") as x:
+                x.truncate(size)
+            return os.open(f, os.O_RDWR)
+
+        table(lambda: memfd(size), "a memfd", True)
+        table(regular, "a regular file", True)
+        table(lambda: os.open("/dev/zero", os.O_RDWR), "/dev/zero (a device)", False)
+        table(lambda: os.pipe()[0], "a pipe", False)
+        sk = socket.socket(socket.AF_UNIX)
+        table(lambda: os.dup(sk.fileno()), "a socket", False)
+        sk.close()
+        table(lambda: memfd(4096), "a memfd smaller than the region", False)
+        check("  the refusals are logged",
+              "not a memfd or regular file" in b.text() and "the fd holds 4096 bytes" in b.text(),
+              b.text())
+        check("  the bridge keeps serving", get_features_ok(path), b.text())
+    finally:
+        b.stop()
+
+
+def test_timeouts(be):
+    path = socket_path("timeout")
+    b = Bridge("timeout", ["--backend", be, "--no-kernel", "--buffered",
+                           "--socket", path, "--timeout", "2"], wait_socket=True)
+    try:
+        # A client that stops in the middle of a header holds the bridge
+        # for the timeout, not longer: the next client is served.
+        a = connect(path)
+        a.sendall(hdr(GET_FEATURES, 0)[:6])
+        t0 = time.time()
+        served = get_features_ok(path, timeout=20)
+        took = time.time() - t0
+        check("a client that stopped halfway through a header is dropped; the next one is "
+              "served (%.1f s)" % took, served and took < 15, b.text())
+        check("  logged", "header: the front-end sent part of it" in b.text(), b.text())
+        a.settimeout(5)
+        check("  its connection is closed", a.recv(16) == b"", b.text())
+        a.close()
+
+        # The same for a payload that never comes.
+        a = connect(path)
+        a.sendall(hdr(SET_FEATURES, 8) + b"\0\0\0\0")
+        t0 = time.time()
+        served = get_features_ok(path, timeout=20)
+        check("a client that stopped halfway through a payload is dropped (%.1f s)"
+              % (time.time() - t0), served and time.time() - t0 < 15, b.text())
+        a.close()
+
+        # A client that connects and says nothing.
+        a = connect(path)
+        t0 = time.time()
+        served = get_features_ok(path, timeout=20)
+        check("a client that connects and sends nothing is dropped (%.1f s)"
+              % (time.time() - t0), served and time.time() - t0 < 15 and
+              "sent no message within 2 s" in b.text(), b.text())
+        a.close()
+
+        # Silence between messages is fine: a session idle for longer than
+        # the timeout still gets its answers.
+        with connect(path) as s:
+            r1 = call(s, GET_FEATURES)
+            time.sleep(3)
+            r2 = call(s, GET_FEATURES)
+        check("a session idle between messages for longer than the timeout is kept",
+              r1 is not None and r2 is not None, b.text())
+    finally:
+        b.stop()
+
+
+def test_sigterm_blocked_reply(be):
+    path = socket_path("term")
+    b = Bridge("term", ["--backend", be, "--no-kernel", "--buffered",
+                        "--socket", path, "--timeout", "600"], wait_socket=True)
+    s = connect(path)
+    s.setblocking(False)
+    # Requests whose replies are never read, until the bridge's replies
+    # fill the socket and it blocks sending one.
+    req = hdr(GET_FEATURES, 0) * 256
+    sent, stuck_since = 0, None
+    end = time.time() + 30
+    while time.time() < end:
+        try:
+            sent += s.send(req)
+            stuck_since = None
+        except BlockingIOError:
+            stuck_since = stuck_since or time.time()
+            if time.time() - stuck_since > 1.5:
+                break
+            time.sleep(0.05)
+    blocked = stuck_since is not None
+    t0 = time.time()
+    rc = b.stop(10)
+    took = time.time() - t0
+    check("SIGTERM while a reply blocks: exit status 0 within 10 s (status %s, %.1f s, "
+          "%d bytes of requests sent)" % (rc, took, sent), blocked and rc == 0, b.text())
+    s.close()
+
+
+def test_accept_errors(be):
+    path = socket_path("accept")
+    b = Bridge("accept", ["--backend", be, "--no-kernel", "--buffered",
+                          "--socket", path], wait_socket=True)
+    try:
+        nfd = len(os.listdir("/proc/%d/fd" % b.pid))
+        # No descriptor left for accept(): the connections wait, the bridge
+        # too.  (Two clients: a bridge sleeping in a blocking accept() has
+        # its next descriptor reserved already, and fails on the second.)
+        soft, hard = resource.prlimit(b.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (nfd, hard))
+        clients = []
+        for _ in range(2):
+            c = connect(path)
+            send(c, GET_FEATURES)
+            c.shutdown(socket.SHUT_WR)
+            clients.append(c)
+        time.sleep(2.5)
+        check("accept() failing with EMFILE: the bridge stays up and says so",
+              b.alive() and "Too many open files (retrying" in b.text(), b.text())
+        resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        served = 0
+        for c in clients:
+            c.settimeout(10)
+            try:
+                r = recv_reply(c)
+            except OSError:
+                r = None
+            served += r is not None and r[0] == GET_FEATURES
+            c.close()
+        check("  once descriptors are free again both waiting clients are served (%d)"
+              % served, served == 2, b.text())
+    finally:
+        b.stop()
+
+
+def test_writeback_without_flush(be):
+    path = socket_path("wce")
+    b = Bridge("wce", ["--backend", be, "--no-kernel", "--buffered", "-v",
+                       "--socket", path], wait_socket=True)
+    base = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_CONFIG_WCE)
+    size = 1 << 20
+    qva = 0x7f0000000000
+
+    def start_ring(s):
+        """Memory table, one ring, a kick fd, enabled: the device runs."""
+        fd = memfd(size)
+        kick = os.eventfd(0)
+        try:
+            r = [acked(s, SET_MEM_TABLE, mem_table(size, qva), [fd]),
+                 acked(s, SET_VRING_NUM, struct.pack("<II", 0, 16)),
+                 acked(s, SET_VRING_BASE, struct.pack("<II", 0, 0)),
+                 acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 0, qva, qva + 4096,
+                                                      qva + 8192, 0)),
+                 acked(s, SET_VRING_KICK, struct.pack("<Q", 0), [kick]),
+                 acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 1))]
+            return all(r)
+        finally:
+            os.close(fd)
+            os.close(kick)
+
+    try:
+        with connect(path) as s:
+            before = get_wce(s)
+            h = handshake(s, base)
+            after = get_wce(s)
+            refused = set_wce(s, 1)
+            still = get_wce(s)
+            ran = start_ring(s)
+        check("without VIRTIO_BLK_F_FLUSH: writeback 1 before SET_FEATURES, 0 after "
+              "(%s, %s)" % (before, after), h and before == 1 and after == 0, b.text())
+        check("  SET_CONFIG writeback=1 is refused (ack %s, writeback %s)" % (refused, still),
+              refused is False and still == 0, b.text())
+        check("  the rings run on the O_DSYNC descriptor",
+              ran and "rings started (write-through" in b.text(), b.text())
+        mark = len(b.text())
+        with connect(path) as s:
+            h = handshake(s, base | (1 << F_FLUSH))
+            wce = get_wce(s)
+            ran = start_ring(s)
+        check("with VIRTIO_BLK_F_FLUSH: writeback 1, the rings run write-back (%s)" % wce,
+              h and wce == 1 and ran and "rings started (write-back)" in b.text()[mark:],
+              b.text())
+    finally:
+        b.stop()
+
+
+def test_user(be):
+    if os.getuid() != 0:
+        skip("--user", "needs root")
+        return
+    nobody = pwd.getpwnam("nobody")
+    path = socket_path("user")
+    b = Bridge("user", ["--backend", be, "--no-kernel", "--buffered",
+                        "--socket", path, "--user", "nobody"], wait_socket=True)
+    try:
+        st = {}
+        with open("/proc/%d/status" % b.pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                st[k] = v.split()
+        ids_ok = st["Uid"] == [str(nobody.pw_uid)] * 4 and st["Gid"] == [str(nobody.pw_gid)] * 4
+        check("--user nobody: uid/gid %s/%s, no capabilities, no_new_privs"
+              % (st["Uid"][0], st["Gid"][0]),
+              ids_ok and int(st["CapEff"][0], 16) == 0 and int(st["CapPrm"][0], 16) == 0
+              and st["NoNewPrivs"] == ["1"], b.text())
+        check("  serves", get_features_ok(path), b.text())
+        check("  the backend descriptors opened as root stay", len(backend_fds(b.pid)) == 2)
+    finally:
+        rc = b.stop()
+    check("  SIGTERM: exit status 0 (%s)" % rc, rc == 0, b.text())
+    rc, out = run_bridge(["--backend", be, "--no-kernel", "--buffered", "--socket",
+                          socket_path("nouser"), "--user", "no-such-user-x"])
+    check("--user naming no user: exit status 1", rc == 1, out)
+
+
+def main():
+    if not os.access(BRIDGE, os.X_OK):
+        nok("binary %s built" % BRIDGE)
+        return 1
+    be = backend_file("disk.img")
+    try:
+        for t in (test_command_line, test_socket_options, test_fd_passing,
+                  test_activation, test_single_open, test_memory_fds,
+                  test_timeouts, test_sigterm_blocked_reply, test_accept_errors,
+                  test_writeback_without_flush, test_user):
+            try:
+                t(be)
+            except Exception as e:	# a test that breaks is a failure, the rest run
+                nok("%s ended early: %s: %s" % (t.__name__, type(e).__name__, e))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -35,7 +35,9 @@ else
 	REPEAT_ROW=${REPEAT_ROW-qemu-native}
 	ROWS=${ROWS:-native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load}
 fi
-here=/src/bench
+# Where this script and its companions are (/src/bench in the L2 image); the
+# L3 guest always has them at /src/bench.
+here=${BENCH_DIR:-$(cd "$(dirname "$0")" && pwd)}
 l3mem=1G
 # L3 guests get L3_CPUS vCPUs (default 2) and every device that many queues.
 l3cpus=${L3_CPUS:-2}
@@ -71,11 +73,18 @@ hostsnap() {
 
 modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 submit_queues=$queues \
 	hw_queue_depth=256 gb=4 || exit 1
-modprobe vhost_blk || note "vhost_blk did not load"
+# HOST_MODE=1: this runs on a host with KVM itself (scripts/bench.sh there),
+# not in an L2 VM: vhost_blk from VHOST_BLK_KO if it is not loaded, and the
+# host's KVM settings are left alone.
+if [ -n "${VHOST_BLK_KO:-}" ] && [ ! -d /sys/module/vhost_blk ]; then
+	modprobe vhost && insmod "$VHOST_BLK_KO" || note "vhost_blk did not load from $VHOST_BLK_KO"
+else
+	modprobe vhost_blk || note "vhost_blk did not load"
+fi
 modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null
 # Halt polling spins for a while each time an L3 vCPU halts; how long depends
 # on timing, and every spin is counted: off, so counts repeat.
-if [ -w /sys/module/kvm/parameters/halt_poll_ns ]; then
+if [ "${HOST_MODE:-0}" != 1 ] && [ -w /sys/module/kvm/parameters/halt_poll_ns ]; then
 	echo 0 >/sys/module/kvm/parameters/halt_poll_ns
 	note "kvm halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns) (halt polling off: counts repeat)"
 fi
@@ -154,7 +163,7 @@ l3_row() {
 		why="the L3 guest printed nothing for ${STALL_SECS}s and was stopped"
 	fi
 	local tries=${L3_TRIES:-1} finished
-	finished=$(/src/bench/done-workloads.sh /tmp/l3-results.log "$row" ${PAIR_ROW:+"$PAIR_ROW"} | tr '\n' ' ')
+	finished=$($here/done-workloads.sh /tmp/l3-results.log "$row" ${PAIR_ROW:+"$PAIR_ROW"} | tr '\n' ' ')
 	finished=${finished% }
 	if [ -n "$why" ] && [ "$tries" -lt 4 ] && { [ "$tries" = 1 ] || [ "$finished" != "${L3_PREV_DONE:-}" ]; }; then
 		echo "@@RERUN $row - $why; the row ran again (L3 boot $((tries + 1)))${finished:+ after the workloads it had finished ($finished)}@@"
@@ -364,3 +373,9 @@ for backend in $BACKENDS; do
 	done
 	if [ $backend = file ]; then umount /mnt/bench; rmmod brd; fi
 done
+# On a host (HOST_MODE=1), leave no test device behind.
+if [ "${HOST_MODE:-0}" = 1 ]; then
+	[ -d /sys/kernel/config/nullb/lat ] && { echo 0 >/sys/kernel/config/nullb/lat/power; rmdir /sys/kernel/config/nullb/lat; }
+	rmmod null_blk 2>/dev/null
+fi
+exit 0

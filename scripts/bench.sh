@@ -16,6 +16,14 @@
 # QUICK) then boots a second L2 (pass 2, results in pass2/) that measures the
 # target rows and workloads again, for the spread of the counts across boots;
 # PASSES=1 leaves it out.
+#
+# On a host where KVM works (the canary boot of scripts/vm.sh), there is no L2:
+# as root, bench.sh builds both modules for the running kernel, loads vhost_blk
+# (and null_blk, brd for the backing devices), makes a guest image from the
+# running kernel, and runs bench/l2-bench.sh, the script L2 runs here, on the
+# host itself (HOST_MODE=1, in a private /tmp), each guest under KVM. Its
+# figures are IOPS, latency and KVM's own counters (no instruction counts:
+# Documentation/benchmarks.rst). BENCH_NESTED=1 keeps the L2 VM there too.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TOP"
@@ -153,6 +161,42 @@ collect() {
 	done
 }
 
+# host_pass RES: the bench on this host itself (KVM works here): no L2.
+host_pass() {
+	local res=$1 krel kdir tree img loaded=0 rc
+	krel=$(uname -r)
+	kdir=/lib/modules/$krel/build
+	[ "$(id -u)" = 0 ] || { echo "bench: on a host with KVM the bench loads modules: run it as root" >&2; return 1; }
+	[ -d "$kdir" ] || { echo "bench: no headers for the running kernel $krel (make deps-build)" >&2; return 1; }
+	tree=$BUILD/host/$krel
+	mkdir -p "$tree" "$res/json"
+	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
+		Kbuild Makefile include vhost_blk virtio_blk_bio scripts "$tree/" &&
+	make -s -C "$tree" KDIR="$kdir" CACHE="$BUILD/cache" modules >"$res/build.log" 2>&1 &&
+	make -s tools >>"$res/build.log" 2>&1 || { echo "bench: build failed: $res/build.log" >&2; return 1; }
+	img=$BUILD/img/host-$krel/l3.img
+	mkdir -p "$(dirname "$img")"
+	make_l3_image "$krel" / "$img" "$tree/vhost_blk/vhost_blk.ko" "$tree/virtio_blk_bio/virtio_blk_bio.ko" \
+		>>"$res/build.log" 2>&1 || { echo "bench: guest image failed: $res/build.log" >&2; return 1; }
+	[ -d /sys/module/vhost_blk ] || loaded=1
+	echo "bench: on this host (KVM): loading vhost_blk, null_blk, brd; guests boot $krel"
+	# A private /tmp: l2-bench.sh keeps its sockets, scripts and guest
+	# directories there.
+	unshare -m -- bash -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' bench env \
+		HOST_MODE=1 BENCH_DIR="$TOP/bench" VHOST_BLK_KO="$tree/vhost_blk/vhost_blk.ko" \
+		L3_KERNEL="/boot/vmlinuz-$krel" L3_INITRD="$img" L3_CONSOLE="$res/l3-console.log" \
+		L3_MARK_KMSG=0 PATH="$TOP/scripts/vm:$TOP/tools/vhost-blk-bridge:$TOP/tools/cost-plugin:$TOP/selftests/vhost_blk:$PATH" \
+		QUICK="${QUICK:-0}" REPS="${REPS:-3}" IOS="${IOS:-262144}" IOS_QD1="${IOS_QD1:-16384}" \
+		ROWS="${ROWS:-}" BACKENDS="${BACKENDS:-}" WORKLOADS="${WORKLOADS:-}" RUNTIME="${RUNTIME:-}" \
+		L3_CPUS="${L3_CPUS:-}" REPEAT_ROW="${REPEAT_ROW-qemu-native}" \
+		"$TOP/bench/l2-bench.sh" 2>&1 | tee "$res/attempt-1.log" |
+		grep --line-buffered -E '^# |^@@(START|FAIL|RERUN)' | sed -u 's/^@@START \(.*\)@@/  running \1/'
+	rc=${PIPESTATUS[0]}
+	cp "$res/attempt-1.log" "$res/output.log"
+	[ $loaded = 1 ] && rmmod vhost_blk 2>/dev/null
+	vrc=$rc attempt=1
+}
+
 kernels=${KERNELS:-6.12}
 stamp=$(date +%Y%m%d-%H%M)
 rc_all=0
@@ -161,6 +205,17 @@ for k in $kernels; do
 	res=$TOP/results/$stamp-$rel
 	mkdir -p "$res"
 	accel=$(scripts/vm.sh --kernel "$rel" --print-accel) || exit 1
+	if [ "$accel" = kvm ] && [ "${BENCH_NESTED:-0}" != 1 ]; then
+		res=$TOP/results/$stamp-host-$(uname -r)
+		mkdir -p "$res"
+		host_pass "$res" || { rc_all=1; continue; }
+		[ "$vrc" = 0 ] || rc_all=1
+		collect "$res"
+		scripts/bench-report.sh "$res" || rc_all=1
+		echo "bench: $res/table.md"
+		cat "$res/targets.md" 2>/dev/null
+		break	# the host's own kernel: once, whatever KERNELS says
+	fi
 	if [ "$accel" = tcg ]; then
 		if ! make -s plugin >"$res/plugin-build.log" 2>&1; then
 			echo "bench: L2 runs under TCG here, and the cost counts need the vbcount plugin," >&2

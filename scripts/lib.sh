@@ -78,3 +78,21 @@ nested_kvm_panic() {
 	grep -q 'Kernel panic - not syncing' "$1" 2>/dev/null &&
 		grep -q 'Comm: qemu-system-x86' "$1"
 }
+
+# The binaries and modules of a guest (L3) image, and the image itself:
+# make_l3_image REL ROOT OUT KO... [-- MKINITRAMFS_ARGS...]: virtio_blk_bio and
+# the other given modules, fio and the filesystem tools, /src/selftests,
+# /src/bench and vbmark, from kernel REL's modules under ROOT (an unpacked
+# test kernel, or / for the running kernel on a host: make bench there).
+VM_COMMON_BINS=(bash fio mke2fs mkfs.ext4 e2fsck fsck.ext4 blkdiscard fstrim fallocate blockdev)
+VM_L3_MODS="virtio_pci virtio_blk null_blk ext4 loop"
+make_l3_image() {
+	local rel=$1 root=$2 out=$3 b args=(); shift 3
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=(--ko "$1"); shift; done
+	[ "${1:-}" = -- ] && shift
+	for b in "${VM_COMMON_BINS[@]}"; do args+=(--bin "$b"); done
+	"$TOP/scripts/vm/mkinitramfs" --kernel "$rel" --root "$root" --out "$out" \
+		--modules "$VM_L3_MODS" "${args[@]}" \
+		--file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
+		--file "$TOP/tools/cost-plugin/vbmark:/usr/bin/vbmark" "$@"
+}

@@ -73,8 +73,7 @@ kos=("$tree/vhost_blk/vhost_blk.ko" "$tree/virtio_blk_bio/virtio_blk_bio.ko")
 imgdir=$BUILD/img/$rel
 mkdir -p "$imgdir"
 vmtools=$TOP/scripts/vm
-common_bins=(bash fio mke2fs mkfs.ext4 e2fsck fsck.ext4 blkdiscard fstrim fallocate blockdev)
-l3_mods="virtio_pci virtio_blk null_blk ext4 loop"
+common_bins=("${VM_COMMON_BINS[@]}")
 l2_mods="virtio_pci virtio_blk vhost vhost_iotlb null_blk brd loop kvm_amd ext4 tun"
 tool_bins=()
 vbmark=$TOP/tools/cost-plugin/vbmark
@@ -88,11 +87,7 @@ l3key=$(inputs_hash "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" "$warnk
 	"$KERNELS_DIR/$rel/.complete" "$vbmark")
 if [ "$(cat "$imgdir/l3.key" 2>/dev/null)" != "$l3key" ]; then
 	echo "vm.sh: building L3 image for $rel" >&2
-	bargs=(); for b in "${common_bins[@]}"; do bargs+=(--bin "$b"); done
-	"$vmtools/mkinitramfs" --kernel "$rel" --root "$kroot" --out "$imgdir/l3.img" --modules "$l3_mods" \
-		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" \
-		--file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
-		--file "$warnko:/root/harness_warn.ko" --file "$vbmark:/usr/bin/vbmark"
+	make_l3_image "$rel" "$kroot" "$imgdir/l3.img" "${kos[@]}" -- --file "$warnko:/root/harness_warn.ko"
 	echo "$l3key" >"$imgdir/l3.key"
 fi
 

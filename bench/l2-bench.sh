@@ -15,7 +15,9 @@
 # nullb-lat (null_blk completing from a timer NULLB_LAT_NS, default 30 us, later)
 # and file (a file on ext4 on a brd RAM disk); the last two with a shorter
 # workload list and only the rows of the targets. REPEAT_ROW=ROW (default
-# qemu-native; not QUICK) measures ROW again at the end of nullb, as ROW@2.
+# qemu-native; not QUICK) measures ROW again at the end of nullb, as ROW@2,
+# with the module parameters REPEAT_PARAMS ("vhost_blk.NAME=VALUE ...") if
+# given; PARAMS sets module parameters for the whole run.
 # Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
 # CPU time per workload, and for L3 rows @@KVM lines: the L3 guest's VM exits and
 # injected interrupts, vhost_blk's requests and completion batches, per workload,
@@ -239,6 +241,23 @@ wait_sock() { local i; for i in $(seq 1 100); do [ -S "$1" ] && return 0; sleep 
 
 memdev="-object memory-backend-memfd,id=mem,size=$l3mem,share=on -numa node,memdev=mem"
 
+# set_params "MODULE.PARAM=VALUE ...": write module parameters (sysfs); what
+# they were before goes to PARAMS_SAVED. PARAMS applies to the whole run.
+PARAMS_SAVED=
+set_params() {
+	local p m k f
+	PARAMS_SAVED=
+	for p in $1; do
+		m=${p%%.*} k=${p#*.}; k=${k%%=*}
+		f=/sys/module/$m/parameters/$k
+		[ -w "$f" ] || { note "no writable parameter $m.$k"; continue; }
+		PARAMS_SAVED="$PARAMS_SAVED $m.$k=$(cat "$f")"
+		echo "${p#*=}" >"$f" && note "parameter $m.$k = $(cat "$f")"
+	done
+}
+set_params "${PARAMS:-}"
+PARAMS_SAVED=
+
 # FROM_ROW=backend/row: start at that row (scripts/bench.sh, after the L2 of
 # a first attempt died in nested KVM); earlier rows and backends are skipped.
 # FROM_DONE="workload ...": what FROM_ROW had finished then (not run again).
@@ -307,6 +326,9 @@ for backend in $BACKENDS; do
 		[ "$r" = "${FROM_ROW:-}" ] && SKIP_WLS=${FROM_DONE:-}
 		export SKIP_WLS
 		note "row $r${pair:+ and $pair}"
+		# ROW@2 may run with other module parameters (REPEAT_PARAMS):
+		# a lever off and on in one L2 boot.
+		case $row in *@2) set_params "${REPEAT_PARAMS:-}" ;; esac
 		case $kind in
 		native)
 			QUICK=$wlq MEASURE_CPU=1 $here/workloads.sh "$dev" "$r" ;;
@@ -370,6 +392,7 @@ for backend in $BACKENDS; do
 				echo "@@FAIL $r - no selftest load mode yet@@"
 			fi ;;
 		esac
+		case $row in *@2) set_params "$PARAMS_SAVED" ;; esac
 	done
 	if [ $backend = file ]; then umount /mnt/bench; rmmod brd; fi
 done

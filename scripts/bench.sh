@@ -47,6 +47,8 @@ run_pass() {
 			[ -n "${IOS:-}" ] && echo "export IOS='$IOS'"
 			[ -n "${IOS_QD1:-}" ] && echo "export IOS_QD1='$IOS_QD1'"
 			[ -n "${REPEAT_ROW+set}" ] && echo "export REPEAT_ROW='$REPEAT_ROW'"
+			[ -n "${REPEAT_PARAMS:-}" ] && echo "export REPEAT_PARAMS='$REPEAT_PARAMS'"
+			[ -n "${PARAMS:-}" ] && echo "export PARAMS='$PARAMS'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
@@ -189,6 +191,7 @@ host_pass() {
 		QUICK="${QUICK:-0}" REPS="${REPS:-3}" IOS="${IOS:-262144}" IOS_QD1="${IOS_QD1:-16384}" \
 		ROWS="${ROWS:-}" BACKENDS="${BACKENDS:-}" WORKLOADS="${WORKLOADS:-}" RUNTIME="${RUNTIME:-}" \
 		L3_CPUS="${L3_CPUS:-}" REPEAT_ROW="${REPEAT_ROW-qemu-native}" \
+		PARAMS="${PARAMS:-}" REPEAT_PARAMS="${REPEAT_PARAMS:-}" \
 		"$TOP/bench/l2-bench.sh" 2>&1 | tee "$res/attempt-1.log" |
 		grep --line-buffered -E '^# |^@@(START|FAIL|RERUN)' | sed -u 's/^@@START \(.*\)@@/  running \1/'
 	rc=${PIPESTATUS[0]}

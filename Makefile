@@ -41,7 +41,7 @@ tools/vhost-blk-bridge/vhost-blk-bridge: $(wildcard tools/vhost-blk-bridge/*.[ch
 
 selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h
 	@if ls selftests/vhost_blk/*.c >/dev/null 2>&1; then \
-		$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^); fi
+		$(CC) $(UCFLAGS) -pthread -o $@ $(filter %.c,$^); fi
 
 # modules_install + depmod for KDIR's kernel, and the bridge into $(PREFIX)/bin.
 # DESTDIR stages everything under another root (modules and depmod included).

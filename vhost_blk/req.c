@@ -396,7 +396,11 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
 	return true;
 }
 
-/* vq->handle_kick: runs on the queue's worker. */
+/*
+ * vq->handle_kick: runs on the queue's worker.  Every chain fetched counts
+ * against the vhost weight, whatever becomes of it, so a queue yields its
+ * worker after VHOST_BLK_WEIGHT chains or VHOST_BLK_BYTE_WEIGHT bytes.
+ */
 void vhost_blk_handle_kick(struct vhost_work *work)
 {
 	struct vhost_virtqueue *vq = container_of(work, struct vhost_virtqueue,
@@ -405,6 +409,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	struct vhost_blk_req *req = NULL;
 	unsigned int out, in;
 	struct blk_plug plug;
+	bool refused = false;
 	size_t total = 0;
 	int reqs = 0;
 	int head;
@@ -415,7 +420,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 
 	blk_start_plug(&plug);
 	vhost_disable_notify(vq->dev, vq);
-	for (;;) {
+	do {
 		if (bvq->inflight >= vhost_blk_max_inflight) {
 			/* The completion work kicks us again. */
 			bvq->throttled = true;
@@ -443,13 +448,15 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			}
 			break;
 		}
+		total += iov_length(req->iov, out + in);
 		req->status_ptr = vhost_blk_status_ptr(req->iov + out, in);
 		if (unlikely(!req->status_ptr)) {
 			/* Nowhere to put a status: return the chain unused. */
 			vq_err(vq, "vhost-blk: chain %d has no status byte\n",
 			       head);
 			bvq->stats.bad_chain++;
-			vhost_add_used_and_signal(vq->dev, vq, head, 0);
+			vhost_add_used(vq, head, 0);
+			refused = true;
 			continue;
 		}
 		req->head = head;
@@ -458,13 +465,12 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		req->len = 0;
 		req->nr_seg = 0;
 		bvq->inflight++;
-		total += iov_length(req->iov, out + in);
 		vhost_blk_start(req, out, in);
 		req = NULL;
-		if (unlikely(vhost_exceeds_weight(vq, ++reqs,
-						  min_t(size_t, total, INT_MAX))))
-			break;
-	}
+	} while (likely(!vhost_exceeds_weight(vq, ++reqs,
+					      min_t(size_t, total, INT_MAX))));
+	if (refused)
+		vhost_signal(vq->dev, vq);
 	blk_finish_plug(&plug);
 	if (req)
 		kmem_cache_free(vhost_blk_req_cache, req);

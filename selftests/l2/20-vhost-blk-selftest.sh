@@ -2,8 +2,9 @@
 # vhost_blk on its own, no VM: the userspace virtio driver (vhost_blk_test) plays the
 # guest against /dev/vhost-blk. Functional + hostile suites on four backends (file on
 # tmpfs through the page cache, file on ext4 with O_DIRECT, brd and null_blk with
-# O_DIRECT), a seeded fuzz run, a short load run, the functional suite with
-# max_inflight=2 (throttling), then the module must unload.
+# O_DIRECT), a seeded fuzz run, a short load run, a worker flooded with status-less
+# chains (25 s: long enough for a worker that never yields to show as a soft lockup),
+# the functional suite with max_inflight=2 (throttling), then the module must unload.
 # Results are prefixed with the backend; the kernel log is checked by the runner.
 T=vhost_blk_test
 rc=0
@@ -35,6 +36,7 @@ if [ -b /dev/ram0 ]; then
 		>/tmp/vbt.out 2>&1 || rc=1
 	grep "^load:" /tmp/vbt.out | sed 's/^/# /'
 	tag load </tmp/vbt.out | grep "ok -"
+	run flood --bdev /dev/ram0 --direct --flood "${VBT_FLOOD_SECONDS:-25}"
 	# Two requests in flight per queue: the throttle path under async I/O.
 	rmmod vhost_blk && modprobe vhost_blk max_inflight=2 &&
 	run inflight2-brd --bdev /dev/ram0 --direct --functional

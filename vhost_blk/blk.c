@@ -119,6 +119,9 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	inode = file->f_mapping->host;
 	if (!(file->f_mode & FMODE_READ) || !file->f_op->read_iter)
 		goto err;
+	/* Appending writes would all land at the end of the file. */
+	if (file->f_flags & O_APPEND)
+		goto err;
 	if (S_ISBLK(inode->i_mode)) {
 		bdev = I_BDEV(inode);
 		size = bdev_nr_bytes(bdev);
@@ -155,47 +158,60 @@ err:
 	return ERR_PTR(ret);
 }
 
-static long vhost_blk_set_backend(struct vhost_blk *blk,
+/* Read and check SET_BACKEND's argument (the caller is the owner). */
+static long vhost_blk_backend_arg(struct vhost_blk_backend *arg,
 				  struct vhost_blk_backend __user *uarg)
 {
-	struct vhost_blk_backend_file *be = NULL, *old;
-	struct vhost_blk_backend arg;
 	u32 usize;
 	long ret;
-	int i;
 
 	if (get_user(usize, &uarg->size))
 		return -EFAULT;
 	if (usize < offsetofend(struct vhost_blk_backend, fd))
 		return -EINVAL;
-	ret = copy_struct_from_user(&arg, sizeof(arg), uarg, usize);
+	/* As clone3() and openat2(): a page is more than it will ever need. */
+	if (usize > PAGE_SIZE)
+		return -E2BIG;
+	ret = copy_struct_from_user(arg, sizeof(*arg), uarg, usize);
 	if (ret)
 		return ret;
-	if (arg.flags & ~VHOST_BLK_BACKEND_F_ALL || arg.reserved0 ||
-	    arg.reserved1 || memchr_inv(arg.reserved2, 0,
-					sizeof(arg.reserved2)))
+	if (arg->flags & ~VHOST_BLK_BACKEND_F_ALL || arg->reserved0 ||
+	    arg->reserved1 || memchr_inv(arg->reserved2, 0,
+					 sizeof(arg->reserved2)))
 		return -EINVAL;
-	if (arg.num_queues > VHOST_BLK_MAX_QUEUES)
+	if (arg->num_queues > VHOST_BLK_MAX_QUEUES)
 		return -EINVAL;
-	if (arg.blk_size && (!is_power_of_2(arg.blk_size) ||
-			     arg.blk_size < SECTOR_SIZE ||
-			     arg.blk_size > PAGE_SIZE))
+	if (arg->blk_size && (!is_power_of_2(arg->blk_size) ||
+			      arg->blk_size < SECTOR_SIZE ||
+			      arg->blk_size > VHOST_BLK_MAX_BLK_SIZE))
 		return -EINVAL;
-	if (arg.fd < -1)
+	if (arg->fd < -1)
 		return -EBADF;
-	if (arg.fd >= 0) {
-		be = vhost_blk_backend_open(arg.fd, &arg);
-		if (IS_ERR(be))
-			return PTR_ERR(be);
-	}
+	return 0;
+}
+
+static long vhost_blk_set_backend(struct vhost_blk *blk,
+				  struct vhost_blk_backend __user *uarg)
+{
+	struct vhost_blk_backend_file *be = NULL, *old = NULL;
+	struct vhost_blk_backend arg;
+	long ret;
+	int i;
 
 	mutex_lock(&blk->dev.mutex);
+	/* Anybody else learns nothing, not even about the argument. */
 	ret = vhost_dev_check_owner(&blk->dev);
-	if (ret) {
-		mutex_unlock(&blk->dev.mutex);
-		vhost_blk_backend_free(be);
-		return ret;
+	if (!ret)
+		ret = vhost_blk_backend_arg(&arg, uarg);
+	if (!ret && arg.fd >= 0) {
+		be = vhost_blk_backend_open(arg.fd, &arg);
+		if (IS_ERR(be)) {
+			ret = PTR_ERR(be);
+			be = NULL;
+		}
 	}
+	if (ret)
+		goto unlock;
 	old = blk->be;
 	if (old)
 		vhost_blk_drain(blk);
@@ -214,9 +230,10 @@ static long vhost_blk_set_backend(struct vhost_blk *blk,
 			mutex_unlock(&vq->mutex);
 		}
 	}
+unlock:
 	mutex_unlock(&blk->dev.mutex);
 	vhost_blk_backend_free(old);
-	return 0;
+	return ret;
 }
 
 /* Drop the backend, the rings and the owner: the device is as if new. */

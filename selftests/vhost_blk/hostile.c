@@ -577,6 +577,46 @@ static void ioctl_cases(struct vbt_mem *m)
 	wait(&e);
 	verdict(WIFEXITED(e) && WEXITSTATUS(e) == 0, serves(&d, m, 7),
 		"ioctls from a process that is not the owner -> EPERM");
+
+	/* A non-owner learns nothing from its arguments: EPERM comes first. */
+	fflush(stdout);
+	if (fork() == 0)
+		_exit(set_backend_raw(d.fd, 4, bfd, 0, 1, 0, 0) == EPERM &&
+		      set_backend_raw(d.fd, sizeof(struct vhost_blk_backend),
+				      bfd, 0x80, 1, 0, 0) == EPERM &&
+		      set_backend_raw(d.fd, 1 << 30, bfd, 0, 1, 0, 0) == EPERM ?
+		      0 : 1);
+	wait(&e);
+	verdict(WIFEXITED(e) && WEXITSTATUS(e) == 0, serves(&d, m, 13),
+		"SET_BACKEND from a non-owner: EPERM before the arguments are read");
+
+	/* Bigger than a page: refused whatever the tail holds. */
+	{
+		struct vhost_blk_backend *b = calloc(1, 8192);
+
+		b->size = 4097;
+		b->fd = bfd;
+		b->num_queues = 1;
+		e = ioctl(d.fd, VHOST_BLK_SET_BACKEND, b) ? errno : 0;
+		free(b);
+		verdict(e == E2BIG, serves(&d, m, 14),
+			"SET_BACKEND with size 4097 (more than a page, zero tail) -> E2BIG");
+		if (e)
+			tap_diag("size 4097: %s", strerror(e));
+	}
+
+	/* O_APPEND would put every write at the end of the file. */
+	fd = open(cfg.path, O_RDWR | O_APPEND | (cfg.direct ? O_DIRECT : 0));
+	e = fd < 0 ? -1 : set_backend_raw(d.fd, sizeof(struct vhost_blk_backend),
+					 fd, 0, 1, 0, 0);
+	if (fd >= 0)
+		close(fd);
+	ok = e == EINVAL;
+	if (!ok)
+		tap_diag("O_APPEND backend: %s", e < 0 ? "open failed" : strerror(e));
+	/* The old backend again, whatever happened. */
+	ok = !vbt_attach(&d, bfd, 0, 1, NULL) && ok;
+	verdict(ok, serves(&d, m, 15), "SET_BACKEND with an O_APPEND fd -> EINVAL");
 	vbt_dev_close(&d);
 
 	fd = open("/dev/vhost-blk", O_RDWR);

@@ -28,9 +28,9 @@
  * userspace sets to sizeof() of the struct as it knows it.  The kernel
  * matches these ioctls by type and number only (not by the size encoded in
  * the command), accepts a smaller (older) struct and treats missing fields
- * as zero, and accepts a larger (newer) one only if the bytes it does not
- * know are zero (the copy_struct_from_user() convention).  Reserved fields
- * must be zero.
+ * as zero, and accepts a larger (newer) one, up to the page size, only if
+ * the bytes it does not know are zero (the copy_struct_from_user()
+ * convention).  Reserved fields must be zero.
  */
 #ifndef _UAPI_LINUX_VHOST_BLK_H
 #define _UAPI_LINUX_VHOST_BLK_H
@@ -64,6 +64,9 @@
 	 (1ULL << VIRTIO_RING_F_EVENT_IDX) |			\
 	 (1ULL << VIRTIO_F_VERSION_1))
 
+/* Largest vhost_blk_backend.blk_size. */
+#define VHOST_BLK_MAX_BLK_SIZE	4096
+
 /* vhost_blk_backend.flags */
 /* Present the device read-only (also implied when fd is not writable). */
 #define VHOST_BLK_BACKEND_F_RO		(1U << 0)
@@ -83,7 +86,7 @@ struct vhost_blk_backend {
 	__u32 size;
 	/*
 	 * Backend: an fd open on a regular file or a block device, or -1 to
-	 * detach.  An fd opened with O_DIRECT gets direct async I/O
+	 * detach; not O_APPEND.  An fd opened with O_DIRECT gets direct async I/O
 	 * (IOCB_DIRECT); otherwise I/O goes through the page cache.  The
 	 * capacity is the file/device size rounded down to 512 bytes; an fd
 	 * not open for writing makes the device read-only.  The kernel takes
@@ -102,8 +105,8 @@ struct vhost_blk_backend {
 	__u16 reserved0;
 	/*
 	 * Logical block size presented in config.blk_size (power of two,
-	 * 512 .. 4096); 0: the block device's logical block size, or 512
-	 * for a regular file.
+	 * 512 .. VHOST_BLK_MAX_BLK_SIZE); 0: the block device's logical block
+	 * size, or 512 for a regular file.
 	 */
 	__u32 blk_size;
 	/* Must be 0. */
@@ -166,9 +169,10 @@ struct vhost_blk_config {
 
 /*
  * Attach/replace (fd >= 0) or detach and drain (fd == -1) the backend.
- * Errors: EBADF bad fd, EINVAL bad field/flags or unsupported file type
- * (neither regular file nor block device, or not readable), E2BIG unknown
- * non-zero trailing bytes of a larger struct, EPERM not the owner.
+ * Errors: EPERM not the owner (checked first), EBADF bad fd, EINVAL bad
+ * field/flags or unsupported file (neither regular file nor block device,
+ * not readable, or O_APPEND), E2BIG size above the page size or unknown
+ * non-zero trailing bytes of a larger struct.
  */
 #define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0x90, struct vhost_blk_backend)
 /* Read the config the device presents. */

@@ -46,6 +46,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 		       VHOST_BLK_WEIGHT, VHOST_BLK_BYTE_WEIGHT, true, NULL);
 	atomic_set(&blk->pending, 0);
 	init_waitqueue_head(&blk->pending_wait);
+	mutex_init(&blk->sync_mutex);
+	spin_lock_init(&blk->sync_lock);
 	blk->num_queues = 1;
 	blk->id = atomic_inc_return(&vhost_blk_ids);
 	vhost_blk_stats_add(blk);
@@ -86,6 +88,7 @@ static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)
 {
 	if (be) {
 		fput(be->file);
+		put_cred(be->cred);
 		kfree(be);
 	}
 }
@@ -99,6 +102,7 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	vhost_dev_cleanup(&blk->dev);
 	vhost_blk_backend_free(blk->be);
 	vhost_blk_stats_del(blk);
+	mutex_destroy(&blk->sync_mutex);
 	kvfree(blk);
 	return 0;
 }
@@ -152,6 +156,8 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 		ret = -EINVAL;
 		goto err;
 	}
+	/* The caller is the owner: its identity for work done for the guest. */
+	be->cred = get_current_cred();
 	return be;
 err:
 	fput(file);

@@ -6,11 +6,13 @@
 #ifndef _VHOST_BLK_BLK_H
 #define _VHOST_BLK_BLK_H
 
+#include <linux/cred.h>
 #include <linux/fs.h>
 #include <linux/llist.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
 #include <linux/uio.h>
 #include <linux/wait.h>
-#include <linux/workqueue.h>
 #include <linux/virtio_blk.h>
 
 #define KCOMPAT_VHOST_BLK
@@ -58,6 +60,8 @@ struct vhost_blk_qstats {
 /* An attached backend file; immutable while attached. */
 struct vhost_blk_backend_file {
 	struct file *file;
+	/* Who attached it (the owner): the identity of kthread workers. */
+	const struct cred *cred;
 	u64 capacity;		/* 512-byte sectors */
 	u32 blk_size;
 	bool ro;
@@ -94,6 +98,15 @@ struct vhost_blk {
 	/* Requests submitted whose I/O has not completed yet. */
 	atomic_t pending;
 	wait_queue_head_t pending_wait;
+	/*
+	 * Syncs of the backend, one at a time (sync_mutex).  sync_gen counts
+	 * those started: it changes under both locks and is read under
+	 * sync_lock when a FLUSH arrives.  sync_err_gen: the last that failed.
+	 */
+	struct mutex sync_mutex;
+	spinlock_t sync_lock;
+	u64 sync_gen;
+	u64 sync_err_gen;
 	unsigned int id;
 	struct dentry *debugfs;
 };
@@ -103,8 +116,9 @@ struct vhost_blk_req {
 	struct vhost_blk_vq *bvq;
 	struct vhost_blk_backend_file *be;
 	struct kiocb iocb;
-	struct work_struct work;
 	u64 start_ns;
+	/* FLUSH: sync_gen when it arrived; a later sync covers it. */
+	u64 sync_seen;
 	u64 sector;
 	u8 __user *status_ptr;
 	u32 type;

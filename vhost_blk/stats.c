@@ -65,6 +65,7 @@ static int vhost_blk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "bad_chain %llu\n", sum.bad_chain);
 	seq_printf(m, "batches %llu\n", sum.batches);
 	seq_printf(m, "throttled %llu\n", sum.throttled);
+	seq_printf(m, "syncs %llu\n", READ_ONCE(blk->sync_gen));
 	seq_printf(m, "in_flight %d\n", atomic_read(&blk->pending));
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		struct vhost_blk_qstats q = {};

@@ -74,6 +74,8 @@ struct vbt_opts {
 	bool workers;		/* one vhost worker per queue (6.5+) */
 	const char *serial;
 	bool no_rings;		/* only owner + mem table */
+	bool have_dev_fd;	/* use dev_fd, an open /dev/vhost-blk */
+	int dev_fd;
 };
 
 /* A buffer segment of a chain. */
@@ -153,6 +155,7 @@ int tap_done(void);
 void vbt_functional(struct vbt_mem *m);
 void vbt_hostile(struct vbt_mem *m);
 void vbt_flood(struct vbt_mem *m, unsigned int seconds);
+void vbt_context(struct vbt_mem *m);
 void vbt_fuzz(struct vbt_mem *m, uint64_t seed, unsigned long count);
 int vbt_load(struct vbt_mem *m, int argc, char **argv);
 

@@ -190,7 +190,8 @@ int vbt_dev_open(struct vbt_dev *d, struct vbt_mem *m,
 	memset(d, 0, sizeof(*d));
 	d->mem = m;
 	d->nq = o->nq ? o->nq : 1;
-	d->fd = open("/dev/vhost-blk", O_RDWR | O_CLOEXEC);
+	d->fd = o->have_dev_fd ? o->dev_fd :
+		open("/dev/vhost-blk", O_RDWR | O_CLOEXEC);
 	if (d->fd < 0)
 		return -1;
 	if (ioctl(d->fd, VHOST_SET_OWNER))

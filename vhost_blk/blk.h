@@ -128,6 +128,8 @@ struct vhost_blk_req {
 	u8 status;
 	u8 op;
 	u8 nr_seg;
+	/* VIRTIO_BLK_F_FLUSH not negotiated: stable before completion. */
+	bool stable;
 	struct virtio_blk_discard_write_zeroes seg[VHOST_BLK_MAX_DWZ_SEG];
 	struct iovec iov[VHOST_BLK_IOV_MAX];
 };

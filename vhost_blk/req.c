@@ -105,6 +105,9 @@ static void vhost_blk_submit_rw(struct vhost_blk_req *req,
 	init_sync_kiocb(iocb, file);
 	iocb->ki_pos = req->sector << SECTOR_SHIFT;
 	iocb->ki_complete = vhost_blk_rw_complete;
+	/* No cache the guest could flush: the write is stable when done. */
+	if (write && req->stable)
+		iocb->ki_flags |= IOCB_DSYNC;
 	/* Direct I/O needs 512-byte aligned buffers; go buffered if not. */
 	if (iocb->ki_flags & IOCB_DIRECT && iov_iter_alignment(iter) & 511)
 		iocb->ki_flags &= ~IOCB_DIRECT;
@@ -225,6 +228,11 @@ static int vhost_blk_dwz(struct vhost_blk_req *req)
 			ret = vhost_blk_discard_range(be, pos, len);
 		else
 			ret = vhost_blk_zero_range(be, pos, len, unmap);
+	}
+	if (!ret && req->stable) {
+		struct vhost_blk *blk = req->bvq->blk;
+
+		ret = vhost_blk_sync(blk, be, vhost_blk_sync_seen(blk));
 	}
 	return ret;
 }
@@ -473,6 +481,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	struct blk_plug plug;
 	bool refused = false;
 	size_t total = 0;
+	bool stable;
 	int reqs = 0;
 	int head;
 
@@ -483,6 +492,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		return;
 	}
 	vhost_blk_owner_enter(be, &saved);
+	stable = !vhost_has_feature(vq, VIRTIO_BLK_F_FLUSH);
 	blk_start_plug(&plug);
 	vhost_disable_notify(vq->dev, vq);
 	do {
@@ -529,6 +539,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		req->start_ns = local_clock();
 		req->len = 0;
 		req->nr_seg = 0;
+		req->stable = stable;
 		bvq->inflight++;
 		if (vhost_blk_start(req, out, in)) {
 			*sync_tail = &req->node;

@@ -4,8 +4,8 @@
 # tmpfs through the page cache, file on ext4 with O_DIRECT, brd and null_blk with
 # O_DIRECT), a seeded fuzz run, a short load run, a worker flooded with status-less
 # chains (25 s: long enough for a worker that never yields to show as a soft lockup),
-# the owner-context suite on ext4 with reserved blocks, the functional suite with
-# max_inflight=2 (throttling), then the module must unload.
+# the owner-context and durability suite on ext4 with reserved blocks, the functional
+# suite with max_inflight=2 (throttling), then the module must unload.
 # Results are prefixed with the backend; the kernel log is checked by the runner.
 T=vhost_blk_test
 rc=0
@@ -46,8 +46,8 @@ else
 	echo "ok - brd backends # SKIP brd module unavailable"
 fi
 
-# Owner context: a file on ext4 with 25 % reserved blocks (on a loop device),
-# cgroup v2 for the cgroup case, the ext4 tracepoints.
+# Owner context and durability: a file on ext4 with 25 % reserved blocks (on a loop
+# device), cgroup v2 for the cgroup case, the ext4 tracepoints.
 grep -q " /sys/fs/cgroup " /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
 modprobe loop 2>/dev/null
 rm -f /tmp/vbt-ctx.fs

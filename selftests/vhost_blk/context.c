@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * vhost_blk_test --context: whose identity the device's work runs under,
- * observed from outside the module:
+ * vhost_blk_test --context: whose identity the device's work runs under and
+ * when a write is durable, observed from outside the module:
  *  - ext4 tracepoints name the task that synced, zeroed or punched the
  *    backing file, and whether a sync was an fdatasync;
+ *  - page flags show whether an acknowledged write is still dirty;
  *  - a cgroup shows where the device's work runs;
  *  - an unprivileged owner shows whose credentials the device uses.
  * Needs root, tracefs, and --file on ext4 (with reserved blocks for the
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -30,6 +32,8 @@
 #include "vbt.h"
 
 #define NOBODY		65534
+#define KPF_DIRTY	4
+#define KPF_WRITEBACK	8
 
 /* ---- a trace instance of our own ---- */
 
@@ -183,6 +187,115 @@ static const char *status_name(int st)
 	default:
 		return "no completion";
 	}
+}
+
+/*
+ * Pages of [off, off + len) of @fd that are dirty or under writeback:
+ * mapped, faulted in, then their flags looked up by PFN.  -1 if the flags
+ * cannot be read (not root, no /proc/kpageflags).
+ */
+static int unstable_pages(int fd, off_t off, size_t len)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+	volatile uint8_t *p = MAP_FAILED;
+	int n = -1;
+	size_t i;
+
+	if (pm < 0 || kf < 0)
+		goto out;
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+	if (p == MAP_FAILED)
+		goto out;
+	n = 0;
+	for (i = 0; i < len / ps; i++) {
+		uint64_t e, fl;
+
+		(void)p[i * ps];
+		if (pread(pm, &e, 8, ((uintptr_t)p / ps + i) * 8) != 8 ||
+		    !(e >> 63) || !(e & ((1ULL << 55) - 1)) ||
+		    pread(kf, &fl, 8, (e & ((1ULL << 55) - 1)) * 8) != 8) {
+			n = -1;
+			break;
+		}
+		if (fl & (1ULL << KPF_DIRTY | 1ULL << KPF_WRITEBACK))
+			n++;
+	}
+	munmap((void *)p, len);
+out:
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	return n;
+}
+
+/* ---- durability without FLUSH ---- */
+
+static void t_dsync(struct vbt_mem *m, int bfd)
+{
+	const uint32_t len = 16384;
+	int st[2] = { -1, -1 }, dirty[2] = { -1, -1 };
+	struct vbt_dev d;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		uint64_t sector = 16384 + pass * 64;
+		uint8_t *buf;
+
+		if (ctx_open(&d, m, bfd, !pass))
+			break;
+		buf = vbt_alloc(m, len, 4096);
+		vbt_fill(buf, len, 40 + pass);
+		st[pass] = vbt_rw(&d, 0, VIRTIO_BLK_T_OUT, sector, buf, len);
+		dirty[pass] = unstable_pages(bfd, sector * 512, len);
+		vbt_dev_close(&d);
+	}
+	/* The control: the test can see pages a write left dirty. */
+	tap_result(st[0] == 0 && dirty[0] == 4,
+		   "FLUSH negotiated: an acknowledged buffered write may stay in the page cache (%d of 4 pages dirty)",
+		   dirty[0]);
+	tap_result(st[1] == 0 && dirty[1] == 0,
+		   "FLUSH not negotiated: a write is stable when it completes (%d of 4 pages still dirty)",
+		   dirty[1]);
+}
+
+static void t_sync_after_dwz(struct vbt_mem *m, int bfd, unsigned long ino)
+{
+	static const struct {
+		uint32_t type;
+		const char *name, *event;
+	} c[2] = {
+		{ VIRTIO_BLK_T_WRITE_ZEROES, "WRITE_ZEROES", "ext4_zero_range" },
+		{ VIRTIO_BLK_T_DISCARD, "DISCARD", "ext4_punch_hole" },
+	};
+	struct tr_ev ev[16];
+	struct vbt_dev d;
+	int i, j, n, st;
+
+	if (ctx_open(&d, m, bfd, false)) {
+		tap_result(false, "DISCARD and WRITE_ZEROES without FLUSH: device setup");
+		return;
+	}
+	for (i = 0; i < 2; i++) {
+		bool op = false, sync = false;
+
+		tr_clear();
+		st = ctx_dwz(&d, m, c[i].type, 18432 + i * 64, 64, 0);
+		n = tr_events(ino, ev, 16);
+		for (j = 0; j < n; j++) {
+			if (!strcmp(ev[j].name, c[i].event))
+				op = true;
+			else if (op && !strcmp(ev[j].name, "ext4_sync_file_enter"))
+				sync = true;
+		}
+		tap_result(st == 0 && op && sync,
+			   "FLUSH not negotiated: %s is followed by a sync of the backing file before it completes (%s, %s%s)",
+			   c[i].name, status_name(st), op ? c[i].event : "no fallocate seen",
+			   sync ? ", then a sync" : ", no sync");
+	}
+	vbt_dev_close(&d);
 }
 
 /* ---- owner context ---- */
@@ -609,17 +722,20 @@ void vbt_context(struct vbt_mem *m)
 	bfd = open(cfg.path, O_RDWR);
 	if (bfd < 0 || fstat(bfd, &st) || fstatfs(bfd, &sf) ||
 	    sf.f_type != EXT4_SUPER_MAGIC) {
-		tap_skip("--file is not on ext4", "owner context cases");
+		tap_skip("--file is not on ext4",
+			 "sync, owner context and durability cases");
 		if (bfd >= 0)
 			close(bfd);
 		return;
 	}
 	if (!tr_setup()) {
 		tap_skip("no tracefs instance with the ext4 events",
-			 "owner context cases");
+			 "sync, owner context and durability cases");
 		close(bfd);
 		return;
 	}
+	t_dsync(m, bfd);
+	t_sync_after_dwz(m, bfd, st.st_ino);
 	t_dwz_owner(m, bfd, st.st_ino);
 	t_flush(m, bfd, st.st_ino);
 	t_flush_workers(m, bfd, st.st_ino);

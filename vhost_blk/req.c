@@ -51,6 +51,14 @@ static u8 vhost_blk_op(u32 type)
 	}
 }
 
+/* What the backend answered, as a virtio status. */
+static u8 vhost_blk_errno_status(long err)
+{
+	if (!err)
+		return VIRTIO_BLK_S_OK;
+	return err == -EOPNOTSUPP ? VIRTIO_BLK_S_UNSUPP : VIRTIO_BLK_S_IOERR;
+}
+
 /*
  * A request is finished (from any context, including interrupts): hand it
  * to the queue's worker, which writes the status and the used ring.
@@ -82,10 +90,11 @@ static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 		kiocb_end_write(iocb);
 	if (ret >= 0 && (u64)ret == req->len) {
 		req->status = VIRTIO_BLK_S_OK;
+	} else if (ret < 0) {
+		req->status = vhost_blk_errno_status(ret);
+		ret = 0;
 	} else {
 		req->status = VIRTIO_BLK_S_IOERR;
-		if (ret < 0)
-			ret = 0;
 	}
 	if (req->op == VHOST_BLK_OP_IN)
 		req->used_len = ret + 1;
@@ -251,7 +260,7 @@ static void vhost_blk_run_sync(struct vhost_blk_req *req)
 		pr_warn_once("fault injection: acknowledging flushes without syncing\n");
 	else
 		ret = vhost_blk_sync(req->bvq->blk, req->be, req->sync_seen);
-	req->status = ret ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
+	req->status = vhost_blk_errno_status(ret);
 	vhost_blk_req_done(req);
 }
 

@@ -6,7 +6,8 @@
  *    backing file, and whether a sync was an fdatasync;
  *  - page flags show whether an acknowledged write is still dirty;
  *  - a cgroup shows where the device's work runs;
- *  - an unprivileged owner shows whose credentials the device uses.
+ *  - an unprivileged owner shows whose credentials the device uses;
+ *  - a ramfs file shows how a backend without fallocate answers.
  * Needs root, tracefs, and --file on ext4 (with reserved blocks for the
  * credentials case: mkfs.ext4 -m).  The backend is opened through the page
  * cache whatever --direct says.
@@ -24,6 +25,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -713,12 +715,46 @@ out:
 		close(bfd);
 }
 
+/* ---- a backend without fallocate ---- */
+
+static void t_no_fallocate(struct vbt_mem *m)
+{
+	const char *name = "a backend without fallocate (ramfs)";
+	char dir[] = "/tmp/vbt-ramfs.XXXXXX", path[64];
+	int wz = -1, wzu = -1, dis = -1, fd = -1;
+	struct vbt_dev d;
+
+	if (!mkdtemp(dir) || mount("none", dir, "ramfs", 0, NULL)) {
+		tap_skip("cannot mount ramfs", "%s", name);
+		rmdir(dir);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/img", dir);
+	fd = open(path, O_RDWR | O_CREAT, 0600);
+	if (fd >= 0 && !ftruncate(fd, 1 << 20) && !ctx_open(&d, m, fd, true)) {
+		wz = ctx_dwz(&d, m, VIRTIO_BLK_T_WRITE_ZEROES, 0, 8, 0);
+		wzu = ctx_dwz(&d, m, VIRTIO_BLK_T_WRITE_ZEROES, 8, 8,
+			      VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+		dis = ctx_dwz(&d, m, VIRTIO_BLK_T_DISCARD, 16, 8, 0);
+		vbt_dev_close(&d);
+	}
+	if (fd >= 0)
+		close(fd);
+	umount(dir);
+	rmdir(dir);
+	tap_result(wz == VIRTIO_BLK_S_UNSUPP && wzu == VIRTIO_BLK_S_UNSUPP &&
+		   dis == VIRTIO_BLK_S_OK,
+		   "%s: WRITE_ZEROES -> UNSUPP (%s, with unmap %s), DISCARD -> OK (%s)",
+		   name, status_name(wz), status_name(wzu), status_name(dis));
+}
+
 void vbt_context(struct vbt_mem *m)
 {
 	struct statfs sf;
 	struct stat st;
 	int bfd;
 
+	t_no_fallocate(m);
 	bfd = open(cfg.path, O_RDWR);
 	if (bfd < 0 || fstat(bfd, &st) || fstatfs(bfd, &sf) ||
 	    sf.f_type != EXT4_SUPER_MAGIC) {

@@ -117,6 +117,13 @@ static void vhost_blk_submit_rw(struct vhost_blk_req *req,
 	/* No cache the guest could flush: the write is stable when done. */
 	if (write && req->stable)
 		iocb->ki_flags |= IOCB_DSYNC;
+	/* The file's permission and notification hooks, as for any I/O. */
+	ret = rw_verify_area(write ? WRITE : READ, file, &iocb->ki_pos,
+			     req->len);
+	if (unlikely(ret)) {
+		vhost_blk_rw_complete(iocb, ret);
+		return;
+	}
 	/* Direct I/O needs 512-byte aligned buffers; go buffered if not. */
 	if (iocb->ki_flags & IOCB_DIRECT && iov_iter_alignment(iter) & 511)
 		iocb->ki_flags &= ~IOCB_DIRECT;

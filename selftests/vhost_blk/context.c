@@ -7,6 +7,8 @@
  *  - page flags show whether an acknowledged write is still dirty;
  *  - a cgroup shows where the device's work runs;
  *  - an unprivileged owner shows whose credentials the device uses;
+ *  - a fanotify listener shows that each I/O asks the file's permission
+ *    hooks;
  *  - a ramfs file shows how a backend without fallocate answers.
  * Needs root, tracefs, and --file on ext4 (with reserved blocks for the
  * credentials case: mkfs.ext4 -m).  The backend is opened through the page
@@ -18,11 +20,14 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <libgen.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/fanotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -715,6 +720,86 @@ out:
 		close(bfd);
 }
 
+/* ---- the permission hooks of every I/O ---- */
+
+struct fan {
+	int fd;
+	volatile bool stop;
+	unsigned int denied;
+};
+
+static void *fan_thread(void *arg)
+{
+	struct fan *f = arg;
+	struct pollfd p = { .fd = f->fd, .events = POLLIN };
+	char buf[4096];
+
+	while (!f->stop) {
+		struct fanotify_event_metadata *e;
+		ssize_t len;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		len = read(f->fd, buf, sizeof(buf));
+		for (e = (void *)buf; len > 0 && FAN_EVENT_OK(e, len);
+		     e = FAN_EVENT_NEXT(e, len)) {
+			struct fanotify_response r = { .fd = e->fd,
+						       .response = FAN_DENY };
+
+			if (e->mask & FAN_ACCESS_PERM) {
+				if (write(f->fd, &r, sizeof(r)) == sizeof(r))
+					f->denied++;
+			}
+			if (e->fd >= 0)
+				close(e->fd);
+		}
+	}
+	return NULL;
+}
+
+static void t_fanotify(struct vbt_mem *m)
+{
+	const char *name = "reads go through the file's permission hooks";
+	struct fan f = { .fd = -1 };
+	int st1 = -1, st2 = -1, bfd = -1;
+	struct vbt_dev d;
+	pthread_t t;
+	uint8_t *buf;
+
+	f.fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_LARGEFILE);
+	if (f.fd < 0) {
+		tap_skip("no fanotify permission events", "%s", name);
+		return;
+	}
+	if (fanotify_mark(f.fd, FAN_MARK_ADD, FAN_ACCESS_PERM, AT_FDCWD, cfg.path) ||
+	    pthread_create(&t, NULL, fan_thread, &f)) {
+		tap_result(false, "%s: fanotify setup: %s", name, strerror(errno));
+		close(f.fd);
+		return;
+	}
+	bfd = open(cfg.path, O_RDWR);
+	if (bfd >= 0 && !ctx_open(&d, m, bfd, true)) {
+		buf = vbt_alloc(m, 4096, 4096);
+		st1 = vbt_rw(&d, 0, VIRTIO_BLK_T_IN, 0, buf, 4096);
+		fanotify_mark(f.fd, FAN_MARK_REMOVE, FAN_ACCESS_PERM, AT_FDCWD,
+			      cfg.path);
+		f.stop = true;
+		pthread_join(t, NULL);
+		close(f.fd);
+		st2 = vbt_rw(&d, 0, VIRTIO_BLK_T_IN, 0, buf, 4096);
+		vbt_dev_close(&d);
+	} else {
+		f.stop = true;
+		pthread_join(t, NULL);
+		close(f.fd);
+	}
+	if (bfd >= 0)
+		close(bfd);
+	tap_result(st1 == VIRTIO_BLK_S_IOERR && f.denied && st2 == 0,
+		   "%s: a fanotify listener denying access fails them (%s, %u denied; %s without it)",
+		   name, status_name(st1), f.denied, status_name(st2));
+}
+
 /* ---- a backend without fallocate ---- */
 
 static void t_no_fallocate(struct vbt_mem *m)
@@ -755,6 +840,7 @@ void vbt_context(struct vbt_mem *m)
 	int bfd;
 
 	t_no_fallocate(m);
+	t_fanotify(m);
 	bfd = open(cfg.path, O_RDWR);
 	if (bfd < 0 || fstat(bfd, &st) || fstatfs(bfd, &sf) ||
 	    sf.f_type != EXT4_SUPER_MAGIC) {

@@ -9,6 +9,7 @@
 
 #include <linux/blkdev.h>
 #include <linux/falloc.h>
+#include <linux/pagemap.h>
 #include <linux/sched/clock.h>
 #include <linux/slab.h>
 #include <linux/virtio_byteorder.h>
@@ -155,15 +156,38 @@ static int vhost_blk_fallocate(struct vhost_blk_backend_file *be, int mode,
 	return vfs_fallocate(be->file, mode | FALLOC_FL_KEEP_SIZE, pos, len);
 }
 
+/*
+ * Discard on a block device, keeping its page cache true to it as fallocate
+ * does: nobody may read the range into the cache meanwhile, and what the
+ * cache holds of it goes (written back first if dirty).
+ */
+static int vhost_blk_bdev_discard(struct vhost_blk_backend_file *be,
+				  loff_t pos, loff_t len)
+{
+	struct address_space *mapping = be->file->f_mapping;
+	loff_t end = pos + len - 1;
+	int ret;
+
+	filemap_invalidate_lock(mapping);
+	ret = filemap_write_and_wait_range(mapping, pos, end);
+	if (!ret)
+		ret = invalidate_inode_pages2_range(mapping, pos >> PAGE_SHIFT,
+						    end >> PAGE_SHIFT);
+	if (!ret)
+		ret = blkdev_issue_discard(I_BDEV(mapping->host),
+					   pos >> SECTOR_SHIFT,
+					   len >> SECTOR_SHIFT, GFP_KERNEL);
+	filemap_invalidate_unlock(mapping);
+	return ret;
+}
+
 static int vhost_blk_discard_range(struct vhost_blk_backend_file *be,
 				   loff_t pos, loff_t len)
 {
 	int ret;
 
 	if (be->bdev)
-		ret = blkdev_issue_discard(I_BDEV(be->file->f_mapping->host),
-					   pos >> SECTOR_SHIFT,
-					   len >> SECTOR_SHIFT, GFP_KERNEL);
+		ret = vhost_blk_bdev_discard(be, pos, len);
 	else
 		ret = vhost_blk_fallocate(be, FALLOC_FL_PUNCH_HOLE, pos, len);
 	/* Discard is a hint: a backend without it is not an error. */

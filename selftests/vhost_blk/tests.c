@@ -314,6 +314,41 @@ static void t_discard_wz(struct vbt_dev *d, struct vbt_mem *m)
 	tap_result(ok, "WRITE_ZEROES (with and without unmap) reads back zeroes");
 }
 
+/*
+ * DISCARD on a block device: the page cache of the range must not keep what
+ * the device no longer holds (buffered reads of the device see its content).
+ */
+static void t_discard_cache(struct vbt_dev *d, struct vbt_mem *m)
+{
+	const char *name = "DISCARD on a block device drops the page cache of the range";
+	const uint32_t len = 65536;
+	uint64_t sector = 12288;
+	uint8_t *buf = vbt_alloc(m, len, 4096);
+	uint8_t *cached = malloc(len), *direct = NULL;
+	bool ok;
+	int fd;
+
+	vbt_fill(buf, len, 13);
+	ok = cached && !posix_memalign((void **)&direct, 4096, len) &&
+	     vbt_rw(d, 0, VIRTIO_BLK_T_OUT, sector, buf, len) == 0 &&
+	     !vbt_backend_pread(cached, len, sector * 512) &&
+	     !memcmp(cached, buf, len) &&
+	     dwz(d, m, VIRTIO_BLK_T_DISCARD, sector, len / 512, 0) == 0;
+	fd = open(cfg.path, O_RDONLY | O_DIRECT);
+	ok = ok && fd >= 0 && pread(fd, direct, len, sector * 512) == len;
+	if (fd >= 0)
+		close(fd);
+	if (ok && !memcmp(direct, buf, len)) {
+		tap_skip("the device kept the data: it does not discard", "%s", name);
+	} else {
+		ok = ok && !vbt_backend_pread(cached, len, sector * 512) &&
+		     !memcmp(cached, direct, len);
+		tap_result(ok, "%s (buffered reads see what the device holds)", name);
+	}
+	free(cached);
+	free(direct);
+}
+
 /* A descriptor crossing two memory regions (contiguous guest-physical). */
 static void t_cross_region(struct vbt_dev *d, struct vbt_mem *m)
 {
@@ -700,6 +735,8 @@ void vbt_functional(struct vbt_mem *m)
 	t_flush(&d);
 	t_get_id(&d, m);
 	t_discard_wz(&d, m);
+	if (cfg.bdev && !cfg.nodata)
+		t_discard_cache(&d, m);
 	t_cross_region(&d, m);
 	t_inflight(&d, m, 100, 0);
 	t_event_idx(&d, m);

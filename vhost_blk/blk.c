@@ -305,6 +305,7 @@ static long vhost_blk_get_config(struct vhost_blk *blk,
 	mutex_lock(&blk->dev.mutex);
 	be = blk->be;
 	kc->features = vhost_blk_features(blk);
+	c->size_max = __cpu_to_virtio32(true, VHOST_BLK_SIZE_MAX);
 	c->seg_max = __cpu_to_virtio32(true, VHOST_BLK_SEG_MAX);
 	c->num_queues = __cpu_to_virtio16(true, blk->num_queues);
 	c->blk_size = __cpu_to_virtio32(true, SECTOR_SIZE);
@@ -425,6 +426,7 @@ static int __init vhost_blk_init(void)
 {
 	int ret;
 
+	BUILD_BUG_ON((u64)VHOST_BLK_SEG_MAX * VHOST_BLK_SIZE_MAX > MAX_RW_COUNT);
 	vhost_blk_max_inflight = clamp(vhost_blk_max_inflight, 1U, 1024U);
 	ret = vhost_blk_req_init();
 	if (ret)

@@ -21,6 +21,12 @@
 
 /* Descriptors the guest may use for data (config.seg_max). */
 #define VHOST_BLK_SEG_MAX		126
+/*
+ * Bytes per data descriptor (config.size_max): a driver that keeps to
+ * seg_max and size_max never asks for more than one kernel I/O takes
+ * (MAX_RW_COUNT); 126 x 16 MiB is 2016 MiB.
+ */
+#define VHOST_BLK_SIZE_MAX		(16U << 20)
 /* iovecs per request: data + header + status, with room for splits. */
 #define VHOST_BLK_IOV_MAX		240
 /* Discard / write-zeroes ranges per request. */

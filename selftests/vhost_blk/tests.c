@@ -89,6 +89,13 @@ static void t_config(struct vbt_dev *d)
 		   (unsigned long long)c.blk.capacity, c.blk.seg_max,
 		   c.blk.blk_size, c.flags);
 
+	/* A driver keeping to size_max and seg_max never exceeds one kernel I/O. */
+	ok = (c.features & (1ULL << VIRTIO_BLK_F_SIZE_MAX)) &&
+	     c.blk.size_max >= 4096 &&
+	     (uint64_t)c.blk.size_max * c.blk.seg_max <= 0x7ffff000ULL;
+	tap_result(ok, "config advertises size_max (%u): seg_max x size_max within one kernel I/O (2 GiB - 4 KiB)",
+		   c.blk.size_max);
+
 	/* An old, shorter struct gets the prefix it knows. */
 	memset(&c, 0xaa, sizeof(c));
 	c.size = 16;

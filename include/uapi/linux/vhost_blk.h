@@ -54,7 +54,8 @@
  * ack VIRTIO_F_VERSION_1 (virtio 1.0 little-endian layout).
  */
 #define VHOST_BLK_FEATURES					\
-	((1ULL << VIRTIO_BLK_F_SEG_MAX) |			\
+	((1ULL << VIRTIO_BLK_F_SIZE_MAX) |			\
+	 (1ULL << VIRTIO_BLK_F_SEG_MAX) |			\
 	 (1ULL << VIRTIO_BLK_F_BLK_SIZE) |			\
 	 (1ULL << VIRTIO_BLK_F_FLUSH) |				\
 	 (1ULL << VIRTIO_BLK_F_MQ) |				\
@@ -153,11 +154,11 @@ struct vhost_blk_config {
 	__u32 reserved;
 	/*
 	 * Out: the config space, little endian as a VIRTIO_F_VERSION_1 guest
-	 * reads it: capacity (512-byte sectors), seg_max, blk_size,
+	 * reads it: capacity (512-byte sectors), size_max, seg_max, blk_size,
 	 * num_queues, max_discard_sectors, max_discard_seg,
 	 * discard_sector_alignment, max_write_zeroes_sectors,
-	 * max_write_zeroes_seg, write_zeroes_may_unmap.  size_max and the
-	 * geometry/topology fields are 0 (their features are not offered).
+	 * max_write_zeroes_seg, write_zeroes_may_unmap.  The geometry and
+	 * topology fields are 0 (their features are not offered).
 	 * The raw array fixes the struct size independently of the
 	 * virtio_blk_config of the installed headers.
 	 */

@@ -28,7 +28,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	struct vhost_blk *blk;
 	int i;
 
-	blk = kvzalloc(sizeof(*blk), GFP_KERNEL);
+	/* Charged to the opener: the VMM that will own the device. */
+	blk = kvzalloc(sizeof(*blk), GFP_KERNEL_ACCOUNT);
 	if (!blk)
 		return -ENOMEM;
 
@@ -89,6 +90,7 @@ static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)
 	if (be) {
 		fput(be->file);
 		put_cred(be->cred);
+		mem_cgroup_put(be->memcg);
 		kfree(be);
 	}
 }
@@ -136,7 +138,7 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	}
 
 	ret = -ENOMEM;
-	be = kzalloc(sizeof(*be), GFP_KERNEL);
+	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);
 	if (!be)
 		goto err;
 	be->file = file;
@@ -158,6 +160,7 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	}
 	/* The caller is the owner: its identity for work done for the guest. */
 	be->cred = get_current_cred();
+	be->memcg = get_mem_cgroup_from_mm(current->mm);
 	return be;
 err:
 	fput(file);

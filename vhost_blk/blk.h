@@ -9,6 +9,7 @@
 #include <linux/cred.h>
 #include <linux/fs.h>
 #include <linux/llist.h>
+#include <linux/memcontrol.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/uio.h>
@@ -68,6 +69,7 @@ struct vhost_blk_backend_file {
 	struct file *file;
 	/* Who attached it (the owner): the identity of kthread workers. */
 	const struct cred *cred;
+	struct mem_cgroup *memcg;
 	u64 capacity;		/* 512-byte sectors */
 	u32 blk_size;
 	bool ro;

@@ -11,6 +11,7 @@
 #include <linux/falloc.h>
 #include <linux/pagemap.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/virtio_byteorder.h>
 
@@ -23,7 +24,8 @@ static struct kmem_cache *vhost_blk_req_cache;
 
 int vhost_blk_req_init(void)
 {
-	vhost_blk_req_cache = KMEM_CACHE(vhost_blk_req, 0);
+	/* Requests are charged to the memory cgroup of the worker's owner. */
+	vhost_blk_req_cache = KMEM_CACHE(vhost_blk_req, SLAB_ACCOUNT);
 	return vhost_blk_req_cache ? 0 : -ENOMEM;
 }
 
@@ -462,10 +464,11 @@ static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
  * Work for the guest runs as its owner.  A vhost_task worker is a thread of
  * the owner already; a kthread worker (6.1, or a device switched to kthreads
  * with VHOST_SET_FORK_FROM_OWNER) only shares the owner's cgroups, so for a
- * handler run it takes the owner's credentials.
+ * handler run it takes the owner's credentials and memory cgroup.
  */
 struct vhost_blk_as_owner {
 	const struct cred *cred;
+	struct mem_cgroup *memcg;
 	bool kthread;
 };
 
@@ -473,14 +476,18 @@ static void vhost_blk_owner_enter(struct vhost_blk_backend_file *be,
 				  struct vhost_blk_as_owner *saved)
 {
 	saved->kthread = current->flags & PF_KTHREAD;
-	if (saved->kthread)
+	if (saved->kthread) {
 		saved->cred = override_creds(be->cred);
+		saved->memcg = set_active_memcg(be->memcg);
+	}
 }
 
 static void vhost_blk_owner_leave(struct vhost_blk_as_owner *saved)
 {
-	if (saved->kthread)
+	if (saved->kthread) {
+		set_active_memcg(saved->memcg);
 		revert_creds(saved->cred);
+	}
 }
 
 /* Start servicing a ring the first time it is kicked with a backend. */

@@ -5,7 +5,7 @@
  *  - ext4 tracepoints name the task that synced, zeroed or punched the
  *    backing file, and whether a sync was an fdatasync;
  *  - page flags show whether an acknowledged write is still dirty;
- *  - a cgroup shows where the device's work runs;
+ *  - a memory cgroup shows what the device charged to its opener;
  *  - an unprivileged owner shows whose credentials the device uses;
  *  - a fanotify listener shows that each I/O asks the file's permission
  *    hooks;
@@ -489,7 +489,23 @@ static void t_flush_workers(struct vbt_mem *m, int bfd, unsigned long ino)
 		   name, syncs);
 }
 
-/* ---- cgroup: work in the owner's cgroup ---- */
+/* ---- cgroup: memory charged to the opener, work in the owner's cgroup ---- */
+
+static long long cg_read(const char *cg, const char *file)
+{
+	char p[256];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", cg, file);
+	f = fopen(p, "r");
+	if (f) {
+		if (fscanf(f, "%lld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
 
 static bool cg_write(const char *path, const char *val)
 {
@@ -559,15 +575,27 @@ static void cg_child(int out, struct vbt_mem *m, int bfd, unsigned long ino,
 {
 	char procs[256], mine[128], its[128];
 	struct tr_ev ev[64];
+	long long before, after;
 	struct vbt_dev d;
+	int fds[8], i, n;
 	pid_t worker = 0;
-	int i, n;
 
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
 	if (!cg_write(procs, "0")) {
 		report(out, false, "move into a new cgroup: %s", strerror(errno));
 		_exit(1);
 	}
+	before = cg_read(cg, "memory.current");
+	for (i = 0; i < 8; i++)
+		fds[i] = open("/dev/vhost-blk", O_RDWR | O_CLOEXEC);
+	after = cg_read(cg, "memory.current");
+	for (i = 0; i < 8; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	report(out, before >= 0 && after - before >= 1 << 20,
+	       "8 opened devices are charged to the opener's memory cgroup (%lld KiB)",
+	       (after - before) / 1024);
+
 	if (ctx_open(&d, m, bfd, true)) {
 		report(out, false, "FLUSH in a cgroup: device setup");
 		_exit(1);
@@ -600,13 +628,16 @@ static void t_cgroup(struct vbt_mem *m, int bfd, unsigned long ino)
 	snprintf(ctl, sizeof(ctl), "%s/cgroup.controllers", root);
 	if (access(ctl, R_OK)) {
 		tap_skip("cgroup v2 not mounted on /sys/fs/cgroup",
-			 "the device's work in the owner's cgroup");
+			 "the device's memory and work in the owner's cgroup");
 		return;
 	}
+	snprintf(ctl, sizeof(ctl), "%s/cgroup.subtree_control", root);
+	cg_write(ctl, "+memory");
 	snprintf(cg, sizeof(cg), "%s/vbt-%d", root, getpid());
-	if (mkdir(cg, 0755) && errno != EEXIST) {
-		tap_skip("cannot make a cgroup",
-			 "the device's work in the owner's cgroup");
+	if ((mkdir(cg, 0755) && errno != EEXIST) || cg_read(cg, "memory.current") < 0) {
+		tap_skip("no memory controller in a new cgroup",
+			 "the device's memory and work in the owner's cgroup");
+		rmdir(cg);
 		return;
 	}
 	if (pipe(p)) {
@@ -620,7 +651,7 @@ static void t_cgroup(struct vbt_mem *m, int bfd, unsigned long ino)
 		cg_child(p[1], m, bfd, ino, cg);
 	}
 	close(p[1]);
-	collect(p[0], pid, 1, "cgroup");
+	collect(p[0], pid, 2, "cgroup");
 	for (i = 0; i < 50 && rmdir(cg) && errno == EBUSY; i++)
 		usleep(100000);
 }

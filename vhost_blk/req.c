@@ -455,6 +455,13 @@ static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
 	struct vhost_blk_req *req;
 
 	req = kmem_cache_alloc(vhost_blk_req_cache, GFP_KERNEL);
+	/*
+	 * With nothing in flight, no completion would restart the queue:
+	 * this one request may not fail (and may exceed the memory limit).
+	 */
+	if (unlikely(!req) && !bvq->inflight)
+		req = kmem_cache_alloc(vhost_blk_req_cache,
+				       GFP_KERNEL | __GFP_NOFAIL);
 	if (req)
 		req->bvq = bvq;
 	return req;
@@ -551,8 +558,9 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		}
 		if (!req) {
 			req = vhost_blk_req_alloc(bvq);
-			if (!req) {
-				vhost_poll_queue(&vq->poll);
+			if (unlikely(!req)) {
+				/* Some are in flight: a completion restarts us. */
+				bvq->throttled = true;
 				break;
 			}
 		}

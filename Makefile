@@ -95,4 +95,5 @@ help:
 	@echo '                  ROWS=, BACKENDS=, WORKLOADS=, REPS=, RUNTIME=, L3_CPUS= (default 2): benchmarks.rst)'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1 PREFIX=/usr/local'
+	@echo '           VHOST_BLK_FAULT_INJECTION=y: test modules with fault injection (never for production)'
 	@echo 'DKMS: dkms.conf packages both modules (see README)'

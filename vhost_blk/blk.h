@@ -152,7 +152,24 @@ void vhost_blk_done_work(struct vhost_work *work);
 void vhost_blk_drop_done(struct vhost_blk_vq *bvq);
 
 /* stats.c */
+/*
+ * The flush-dropping fault of the durability test, built only into test
+ * modules (make VHOST_BLK_FAULT_INJECTION=y).
+ */
+#ifdef VHOST_BLK_FAULT_INJECTION
 extern bool vhost_blk_fault_drop_flush;
+
+static inline bool vhost_blk_drop_flush(void)
+{
+	return READ_ONCE(vhost_blk_fault_drop_flush);
+}
+#else
+static inline bool vhost_blk_drop_flush(void)
+{
+	return false;
+}
+#endif
+
 void vhost_blk_stats_init(void);
 void vhost_blk_stats_exit(void);
 void vhost_blk_stats_add(struct vhost_blk *blk);

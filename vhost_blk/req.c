@@ -289,7 +289,7 @@ static void vhost_blk_run_sync(struct vhost_blk_req *req)
 
 	if (req->op != VHOST_BLK_OP_FLUSH)
 		ret = vhost_blk_dwz(req);
-	else if (unlikely(READ_ONCE(vhost_blk_fault_drop_flush)))
+	else if (unlikely(vhost_blk_drop_flush()))
 		pr_warn_once("fault injection: acknowledging flushes without syncing\n");
 	else
 		ret = vhost_blk_sync(req->bvq->blk, req->be, req->sync_seen);

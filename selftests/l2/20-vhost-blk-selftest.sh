@@ -47,7 +47,7 @@ else
 fi
 
 # Owner context and durability: a file on ext4 with 25 % reserved blocks (on a loop
-# device), cgroup v2 for the cgroup case, the ext4 tracepoints.
+# device), cgroup v2 for the memory and cgroup cases, the ext4 tracepoints.
 grep -q " /sys/fs/cgroup " /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
 modprobe loop 2>/dev/null
 rm -f /tmp/vbt-ctx.fs

@@ -31,6 +31,10 @@
  * as zero, and accepts a larger (newer) one, up to the page size, only if
  * the bytes it does not know are zero (the copy_struct_from_user()
  * convention).  Reserved fields must be zero.
+ *
+ * Work done for the guest runs on the owner's vhost workers, with the
+ * owner's credentials and in its cgroups.  Without VIRTIO_BLK_F_FLUSH
+ * negotiated, every write is on stable storage when it completes.
  */
 #ifndef _UAPI_LINUX_VHOST_BLK_H
 #define _UAPI_LINUX_VHOST_BLK_H
@@ -49,7 +53,9 @@
 
 /*
  * Virtio features the device offers (VHOST_GET_FEATURES).  VIRTIO_BLK_F_RO
- * is added when the attached backend is read-only.  VHOST_SET_FEATURES
+ * is added when the attached backend is read-only.  FLUSH is an fdatasync of
+ * the backend; a driver that does not ack VIRTIO_BLK_F_FLUSH gets
+ * write-through semantics.  VHOST_SET_FEATURES
  * accepts any subset (EOPNOTSUPP for other bits); drivers are expected to
  * ack VIRTIO_F_VERSION_1 (virtio 1.0 little-endian layout).
  */

@@ -67,7 +67,7 @@ $(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_bl
 	$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^) $(ULDFLAGS)
 
 selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h Makefile
-	$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^) $(ULDFLAGS)
+	$(CC) $(UCFLAGS) -pthread -o $@ $(filter %.c,$^) $(ULDFLAGS)
 
 # The guest's marker program: static, so one binary serves every VM image.
 tools/cost-plugin/vbmark: tools/cost-plugin/vbmark.c
@@ -196,3 +196,4 @@ help:
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'
 	@echo '           PREFIX=/usr/local DESTDIR= TEST_KERNELS_DIR= (default build/kernels)'
+	@echo '           VHOST_BLK_FAULT_INJECTION=y: test modules with fault injection (never for production)'

@@ -66,11 +66,13 @@ no_warnings() { # log: fail if a compiler or sparse warning/error is in it
 	! grep -E 'warning:|error:|WARNING:|Error [0-9]' "$1"
 }
 
+# (with the tests' fault injection compiled in, so that its code is checked too)
 build_quiet() { # rel tree-dir [C=2]
 	local rel=$1 tree=$2; shift 2
 	mkdir -p "$tree" && rsync -a --delete --exclude "*.o" --exclude "*.ko" --exclude ".*.cmd" --exclude "*.mod*" \
 		Kbuild Makefile include vhost_blk virtio_blk_bio scripts "$tree/" &&
-	make -C "$tree" KDIR="$(kernel_kdir "$rel")" CACHE="$BUILD/cache" "$@" modules
+	make -C "$tree" KDIR="$(kernel_kdir "$rel")" CACHE="$BUILD/cache" \
+		VHOST_BLK_FAULT_INJECTION=y "$@" modules
 }
 
 harness_selftests() { # kernel rel

@@ -45,6 +45,18 @@ if command -v systemd-analyze >/dev/null; then
 	[ -z "$bad" ] || fail "systemd-analyze verify: $bad"
 	rm -rf "$stage/etc/vhost-blk-bridge"
 fi
+# A production build has no fault injection (the tests build with VHOST_BLK_FAULT_INJECTION=y).
+ko=$(ls "$stage/lib/modules/$rel/updates/vhost_blk/vhost_blk.ko"*)
+case $ko in
+*.xz) unpack="xz -dc" ;;
+*.zst) unpack="zstd -qdc" ;;
+*.gz) unpack="gzip -dc" ;;
+*) unpack=cat ;;
+esac
+# (no grep -q: under pipefail its early exit would fail the pipe)
+if $unpack "$ko" | grep -a fault_drop_flush >/dev/null; then
+	fail "the installed vhost_blk.ko has the fault_drop_flush knob"
+fi
 echo "install-test: make install staged: $(cd "$stage" && find . -type f ! -name 'modules.*' | sort | tr '\n' ' ')"
 if [ -n "$keep" ]; then
 	rm -rf "$keep"

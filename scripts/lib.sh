@@ -36,6 +36,8 @@ kernel_srctar() { # REL: its linux-source-X.Y tarball
 
 # build_modules REL: both modules (and the harness self-test module) for REL in a
 # private copy of the tree under build/k/REL, incrementally. Prints the tree path.
+# These are test modules: built with the fault injection the tests use
+# (VHOST_BLK_FAULT_INJECTION=y: vhost_blk's debugfs fault_drop_flush).
 build_modules() {
 	local rel=$1 tree=$BUILD/k/$1/tree kdir
 	kdir=$(kernel_kdir "$rel")
@@ -44,7 +46,8 @@ build_modules() {
 		--exclude '*.mod*' --exclude modules.order --exclude Module.symvers \
 		"$TOP/Kbuild" "$TOP/Makefile" "$TOP/include" "$TOP/vhost_blk" \
 		"$TOP/virtio_blk_bio" "$TOP/scripts" "$tree/" >/dev/null
-	make -s -C "$tree" KDIR="$kdir" CACHE="$BUILD/cache" modules >&2 || return 1
+	make -s -C "$tree" KDIR="$kdir" CACHE="$BUILD/cache" \
+		VHOST_BLK_FAULT_INJECTION=y modules >&2 || return 1
 	rsync -a "$TOP/selftests/harness/warn_on/" "$BUILD/k/$rel/warn_on/" &&
 		make -s -C "$kdir" M="$BUILD/k/$rel/warn_on" modules >&2 || return 1
 	echo "$tree"

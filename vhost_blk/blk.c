@@ -28,7 +28,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	struct vhost_blk *blk;
 	int i;
 
-	blk = kvzalloc(sizeof(*blk), GFP_KERNEL);
+	/* Charged to the opener: the VMM that will own the device. */
+	blk = kvzalloc(sizeof(*blk), GFP_KERNEL_ACCOUNT);
 	if (!blk)
 		return -ENOMEM;
 
@@ -46,6 +47,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 		       VHOST_BLK_WEIGHT, VHOST_BLK_BYTE_WEIGHT, true, NULL);
 	atomic_set(&blk->pending, 0);
 	init_waitqueue_head(&blk->pending_wait);
+	mutex_init(&blk->sync_mutex);
+	spin_lock_init(&blk->sync_lock);
 	blk->num_queues = 1;
 	blk->id = atomic_inc_return(&vhost_blk_ids);
 	vhost_blk_stats_add(blk);
@@ -86,6 +89,8 @@ static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)
 {
 	if (be) {
 		fput(be->file);
+		put_cred(be->cred);
+		mem_cgroup_put(be->memcg);
 		kfree(be);
 	}
 }
@@ -99,6 +104,7 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	vhost_dev_cleanup(&blk->dev);
 	vhost_blk_backend_free(blk->be);
 	vhost_blk_stats_del(blk);
+	mutex_destroy(&blk->sync_mutex);
 	kvfree(blk);
 	return 0;
 }
@@ -119,6 +125,9 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	inode = file->f_mapping->host;
 	if (!(file->f_mode & FMODE_READ) || !file->f_op->read_iter)
 		goto err;
+	/* Appending writes would all land at the end of the file. */
+	if (file->f_flags & O_APPEND)
+		goto err;
 	if (S_ISBLK(inode->i_mode)) {
 		bdev = I_BDEV(inode);
 		size = bdev_nr_bytes(bdev);
@@ -129,7 +138,7 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	}
 
 	ret = -ENOMEM;
-	be = kzalloc(sizeof(*be), GFP_KERNEL);
+	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);
 	if (!be)
 		goto err;
 	be->file = file;
@@ -149,53 +158,69 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 		ret = -EINVAL;
 		goto err;
 	}
+	/* The caller is the owner: its identity for work done for the guest. */
+	be->cred = get_current_cred();
+	be->memcg = get_mem_cgroup_from_mm(current->mm);
 	return be;
 err:
 	fput(file);
 	return ERR_PTR(ret);
 }
 
-static long vhost_blk_set_backend(struct vhost_blk *blk,
+/* Read and check SET_BACKEND's argument (the caller is the owner). */
+static long vhost_blk_backend_arg(struct vhost_blk_backend *arg,
 				  struct vhost_blk_backend __user *uarg)
 {
-	struct vhost_blk_backend_file *be = NULL, *old;
-	struct vhost_blk_backend arg;
 	u32 usize;
 	long ret;
-	int i;
 
 	if (get_user(usize, &uarg->size))
 		return -EFAULT;
 	if (usize < offsetofend(struct vhost_blk_backend, fd))
 		return -EINVAL;
-	ret = copy_struct_from_user(&arg, sizeof(arg), uarg, usize);
+	/* As clone3() and openat2(): a page is more than it will ever need. */
+	if (usize > PAGE_SIZE)
+		return -E2BIG;
+	ret = copy_struct_from_user(arg, sizeof(*arg), uarg, usize);
 	if (ret)
 		return ret;
-	if (arg.flags & ~VHOST_BLK_BACKEND_F_ALL || arg.reserved0 ||
-	    arg.reserved1 || memchr_inv(arg.reserved2, 0,
-					sizeof(arg.reserved2)))
+	if (arg->flags & ~VHOST_BLK_BACKEND_F_ALL || arg->reserved0 ||
+	    arg->reserved1 || memchr_inv(arg->reserved2, 0,
+					 sizeof(arg->reserved2)))
 		return -EINVAL;
-	if (arg.num_queues > VHOST_BLK_MAX_QUEUES)
+	if (arg->num_queues > VHOST_BLK_MAX_QUEUES)
 		return -EINVAL;
-	if (arg.blk_size && (!is_power_of_2(arg.blk_size) ||
-			     arg.blk_size < SECTOR_SIZE ||
-			     arg.blk_size > PAGE_SIZE))
+	if (arg->blk_size && (!is_power_of_2(arg->blk_size) ||
+			      arg->blk_size < SECTOR_SIZE ||
+			      arg->blk_size > VHOST_BLK_MAX_BLK_SIZE))
 		return -EINVAL;
-	if (arg.fd < -1)
+	if (arg->fd < -1)
 		return -EBADF;
-	if (arg.fd >= 0) {
-		be = vhost_blk_backend_open(arg.fd, &arg);
-		if (IS_ERR(be))
-			return PTR_ERR(be);
-	}
+	return 0;
+}
+
+static long vhost_blk_set_backend(struct vhost_blk *blk,
+				  struct vhost_blk_backend __user *uarg)
+{
+	struct vhost_blk_backend_file *be = NULL, *old = NULL;
+	struct vhost_blk_backend arg;
+	long ret;
+	int i;
 
 	mutex_lock(&blk->dev.mutex);
+	/* Anybody else learns nothing, not even about the argument. */
 	ret = vhost_dev_check_owner(&blk->dev);
-	if (ret) {
-		mutex_unlock(&blk->dev.mutex);
-		vhost_blk_backend_free(be);
-		return ret;
+	if (!ret)
+		ret = vhost_blk_backend_arg(&arg, uarg);
+	if (!ret && arg.fd >= 0) {
+		be = vhost_blk_backend_open(arg.fd, &arg);
+		if (IS_ERR(be)) {
+			ret = PTR_ERR(be);
+			be = NULL;
+		}
 	}
+	if (ret)
+		goto unlock;
 	old = blk->be;
 	if (old)
 		vhost_blk_drain(blk);
@@ -214,9 +239,10 @@ static long vhost_blk_set_backend(struct vhost_blk *blk,
 			mutex_unlock(&vq->mutex);
 		}
 	}
+unlock:
 	mutex_unlock(&blk->dev.mutex);
 	vhost_blk_backend_free(old);
-	return 0;
+	return ret;
 }
 
 /* Drop the backend, the rings and the owner: the device is as if new. */
@@ -282,6 +308,7 @@ static long vhost_blk_get_config(struct vhost_blk *blk,
 	mutex_lock(&blk->dev.mutex);
 	be = blk->be;
 	kc->features = vhost_blk_features(blk);
+	c->size_max = __cpu_to_virtio32(true, VHOST_BLK_SIZE_MAX);
 	c->seg_max = __cpu_to_virtio32(true, VHOST_BLK_SEG_MAX);
 	c->num_queues = __cpu_to_virtio16(true, blk->num_queues);
 	c->blk_size = __cpu_to_virtio32(true, SECTOR_SIZE);
@@ -402,6 +429,7 @@ static int __init vhost_blk_init(void)
 {
 	int ret;
 
+	BUILD_BUG_ON((u64)VHOST_BLK_SEG_MAX * VHOST_BLK_SIZE_MAX > MAX_RW_COUNT);
 	vhost_blk_max_inflight = clamp(vhost_blk_max_inflight, 1U, 1024U);
 	ret = vhost_blk_req_init();
 	if (ret)

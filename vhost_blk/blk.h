@@ -6,11 +6,14 @@
 #ifndef _VHOST_BLK_BLK_H
 #define _VHOST_BLK_BLK_H
 
+#include <linux/cred.h>
 #include <linux/fs.h>
 #include <linux/llist.h>
+#include <linux/memcontrol.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
 #include <linux/uio.h>
 #include <linux/wait.h>
-#include <linux/workqueue.h>
 #include <linux/virtio_blk.h>
 
 #define KCOMPAT_VHOST_BLK
@@ -19,6 +22,12 @@
 
 /* Descriptors the guest may use for data (config.seg_max). */
 #define VHOST_BLK_SEG_MAX		126
+/*
+ * Bytes per data descriptor (config.size_max): a driver that keeps to
+ * seg_max and size_max never asks for more than one kernel I/O takes
+ * (MAX_RW_COUNT); 126 x 16 MiB is 2016 MiB.
+ */
+#define VHOST_BLK_SIZE_MAX		(16U << 20)
 /* iovecs per request: data + header + status, with room for splits. */
 #define VHOST_BLK_IOV_MAX		240
 /* Discard / write-zeroes ranges per request. */
@@ -58,6 +67,9 @@ struct vhost_blk_qstats {
 /* An attached backend file; immutable while attached. */
 struct vhost_blk_backend_file {
 	struct file *file;
+	/* Who attached it (the owner): the identity of kthread workers. */
+	const struct cred *cred;
+	struct mem_cgroup *memcg;
 	u64 capacity;		/* 512-byte sectors */
 	u32 blk_size;
 	bool ro;
@@ -94,6 +106,15 @@ struct vhost_blk {
 	/* Requests submitted whose I/O has not completed yet. */
 	atomic_t pending;
 	wait_queue_head_t pending_wait;
+	/*
+	 * Syncs of the backend, one at a time (sync_mutex).  sync_gen counts
+	 * those started: it changes under both locks and is read under
+	 * sync_lock when a FLUSH arrives.  sync_err_gen: the last that failed.
+	 */
+	struct mutex sync_mutex;
+	spinlock_t sync_lock;
+	u64 sync_gen;
+	u64 sync_err_gen;
 	unsigned int id;
 	struct dentry *debugfs;
 };
@@ -103,8 +124,9 @@ struct vhost_blk_req {
 	struct vhost_blk_vq *bvq;
 	struct vhost_blk_backend_file *be;
 	struct kiocb iocb;
-	struct work_struct work;
 	u64 start_ns;
+	/* FLUSH: sync_gen when it arrived; a later sync covers it. */
+	u64 sync_seen;
 	u64 sector;
 	u8 __user *status_ptr;
 	u32 type;
@@ -114,6 +136,8 @@ struct vhost_blk_req {
 	u8 status;
 	u8 op;
 	u8 nr_seg;
+	/* VIRTIO_BLK_F_FLUSH not negotiated: stable before completion. */
+	bool stable;
 	struct virtio_blk_discard_write_zeroes seg[VHOST_BLK_MAX_DWZ_SEG];
 	struct iovec iov[VHOST_BLK_IOV_MAX];
 };
@@ -128,7 +152,24 @@ void vhost_blk_done_work(struct vhost_work *work);
 void vhost_blk_drop_done(struct vhost_blk_vq *bvq);
 
 /* stats.c */
+/*
+ * The flush-dropping fault of the durability test, built only into test
+ * modules (make VHOST_BLK_FAULT_INJECTION=y).
+ */
+#ifdef VHOST_BLK_FAULT_INJECTION
 extern bool vhost_blk_fault_drop_flush;
+
+static inline bool vhost_blk_drop_flush(void)
+{
+	return READ_ONCE(vhost_blk_fault_drop_flush);
+}
+#else
+static inline bool vhost_blk_drop_flush(void)
+{
+	return false;
+}
+#endif
+
 void vhost_blk_stats_init(void);
 void vhost_blk_stats_exit(void);
 void vhost_blk_stats_add(struct vhost_blk *blk);

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * vhost_blk request path: fetch a chain from the virtqueue, validate what the
- * guest wrote, turn it into an async kiocb (IN/OUT) or a work item
- * (FLUSH/DISCARD/WRITE_ZEROES), and retire completions in batches.
+ * guest wrote, turn it into an async kiocb (IN/OUT) or, for FLUSH, DISCARD
+ * and WRITE_ZEROES, a call made on the queue's worker after the fetch loop,
+ * and retire completions in batches.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/blkdev.h>
 #include <linux/falloc.h>
+#include <linux/pagemap.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/virtio_byteorder.h>
 
@@ -18,25 +21,16 @@
 #include "trace.h"
 
 static struct kmem_cache *vhost_blk_req_cache;
-static struct workqueue_struct *vhost_blk_wq;
 
 int vhost_blk_req_init(void)
 {
-	vhost_blk_req_cache = KMEM_CACHE(vhost_blk_req, 0);
-	if (!vhost_blk_req_cache)
-		return -ENOMEM;
-	vhost_blk_wq = alloc_workqueue("vhost-blk", WQ_UNBOUND | WQ_MEM_RECLAIM,
-				       0);
-	if (!vhost_blk_wq) {
-		kmem_cache_destroy(vhost_blk_req_cache);
-		return -ENOMEM;
-	}
-	return 0;
+	/* Requests are charged to the memory cgroup of the worker's owner. */
+	vhost_blk_req_cache = KMEM_CACHE(vhost_blk_req, SLAB_ACCOUNT);
+	return vhost_blk_req_cache ? 0 : -ENOMEM;
 }
 
 void vhost_blk_req_exit(void)
 {
-	destroy_workqueue(vhost_blk_wq);
 	kmem_cache_destroy(vhost_blk_req_cache);
 }
 
@@ -58,6 +52,14 @@ static u8 vhost_blk_op(u32 type)
 	default:
 		return VHOST_BLK_OP_OTHER;
 	}
+}
+
+/* What the backend answered, as a virtio status. */
+static u8 vhost_blk_errno_status(long err)
+{
+	if (!err)
+		return VIRTIO_BLK_S_OK;
+	return err == -EOPNOTSUPP ? VIRTIO_BLK_S_UNSUPP : VIRTIO_BLK_S_IOERR;
 }
 
 /*
@@ -91,10 +93,11 @@ static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 		kiocb_end_write(iocb);
 	if (ret >= 0 && (u64)ret == req->len) {
 		req->status = VIRTIO_BLK_S_OK;
+	} else if (ret < 0) {
+		req->status = vhost_blk_errno_status(ret);
+		ret = 0;
 	} else {
 		req->status = VIRTIO_BLK_S_IOERR;
-		if (ret < 0)
-			ret = 0;
 	}
 	if (req->op == VHOST_BLK_OP_IN)
 		req->used_len = ret + 1;
@@ -114,6 +117,16 @@ static void vhost_blk_submit_rw(struct vhost_blk_req *req,
 	init_sync_kiocb(iocb, file);
 	iocb->ki_pos = req->sector << SECTOR_SHIFT;
 	iocb->ki_complete = vhost_blk_rw_complete;
+	/* No cache the guest could flush: the write is stable when done. */
+	if (write && req->stable)
+		iocb->ki_flags |= IOCB_DSYNC;
+	/* The file's permission and notification hooks, as for any I/O. */
+	ret = rw_verify_area(write ? WRITE : READ, file, &iocb->ki_pos,
+			     req->len);
+	if (unlikely(ret)) {
+		vhost_blk_rw_complete(iocb, ret);
+		return;
+	}
 	/* Direct I/O needs 512-byte aligned buffers; go buffered if not. */
 	if (iocb->ki_flags & IOCB_DIRECT && iov_iter_alignment(iter) & 511)
 		iocb->ki_flags &= ~IOCB_DIRECT;
@@ -145,15 +158,38 @@ static int vhost_blk_fallocate(struct vhost_blk_backend_file *be, int mode,
 	return vfs_fallocate(be->file, mode | FALLOC_FL_KEEP_SIZE, pos, len);
 }
 
+/*
+ * Discard on a block device, keeping its page cache true to it as fallocate
+ * does: nobody may read the range into the cache meanwhile, and what the
+ * cache holds of it goes (written back first if dirty).
+ */
+static int vhost_blk_bdev_discard(struct vhost_blk_backend_file *be,
+				  loff_t pos, loff_t len)
+{
+	struct address_space *mapping = be->file->f_mapping;
+	loff_t end = pos + len - 1;
+	int ret;
+
+	filemap_invalidate_lock(mapping);
+	ret = filemap_write_and_wait_range(mapping, pos, end);
+	if (!ret)
+		ret = invalidate_inode_pages2_range(mapping, pos >> PAGE_SHIFT,
+						    end >> PAGE_SHIFT);
+	if (!ret)
+		ret = blkdev_issue_discard(I_BDEV(mapping->host),
+					   pos >> SECTOR_SHIFT,
+					   len >> SECTOR_SHIFT, GFP_KERNEL);
+	filemap_invalidate_unlock(mapping);
+	return ret;
+}
+
 static int vhost_blk_discard_range(struct vhost_blk_backend_file *be,
 				   loff_t pos, loff_t len)
 {
 	int ret;
 
 	if (be->bdev)
-		ret = blkdev_issue_discard(I_BDEV(be->file->f_mapping->host),
-					   pos >> SECTOR_SHIFT,
-					   len >> SECTOR_SHIFT, GFP_KERNEL);
+		ret = vhost_blk_bdev_discard(be, pos, len);
 	else
 		ret = vhost_blk_fallocate(be, FALLOC_FL_PUNCH_HOLE, pos, len);
 	/* Discard is a hint: a backend without it is not an error. */
@@ -176,44 +212,88 @@ static int vhost_blk_zero_range(struct vhost_blk_backend_file *be,
 	return ret;
 }
 
-/* FLUSH, DISCARD and WRITE_ZEROES may block: they run here. */
-static void vhost_blk_sync_work(struct work_struct *work)
+/* Syncs started so far: a sync numbered above it starts after this call. */
+static u64 vhost_blk_sync_seen(struct vhost_blk *blk)
 {
-	struct vhost_blk_req *req = container_of(work, struct vhost_blk_req,
-						 work);
+	u64 gen;
+
+	spin_lock(&blk->sync_lock);
+	gen = blk->sync_gen;
+	spin_unlock(&blk->sync_lock);
+	return gen;
+}
+
+/*
+ * Make stable what completed before vhost_blk_sync_seen() returned @seen:
+ * an fdatasync of the backend, unless one that started after that has
+ * completed meanwhile, which covers the caller as well.  So any number of
+ * FLUSHes that arrive while a sync runs share the next one.
+ */
+static int vhost_blk_sync(struct vhost_blk *blk,
+			  struct vhost_blk_backend_file *be, u64 seen)
+{
+	int ret;
+	u64 gen;
+
+	mutex_lock(&blk->sync_mutex);
+	if (blk->sync_gen > seen) {
+		ret = blk->sync_err_gen > seen ? -EIO : 0;
+		goto unlock;
+	}
+	spin_lock(&blk->sync_lock);
+	gen = ++blk->sync_gen;
+	spin_unlock(&blk->sync_lock);
+	ret = vfs_fsync(be->file, 1);
+	if (ret)
+		blk->sync_err_gen = gen;
+unlock:
+	mutex_unlock(&blk->sync_mutex);
+	return ret;
+}
+
+static int vhost_blk_dwz(struct vhost_blk_req *req)
+{
 	struct vhost_blk_backend_file *be = req->be;
 	int ret = 0;
 	int i;
 
-	switch (req->op) {
-	case VHOST_BLK_OP_FLUSH:
-		/* debugfs fault injection: acknowledge without syncing */
-		if (unlikely(READ_ONCE(vhost_blk_fault_drop_flush))) {
-			pr_warn_once("fault injection: acknowledging flushes without syncing\n");
-			break;
-		}
-		ret = vfs_fsync(be->file, 0);
-		break;
-	case VHOST_BLK_OP_DISCARD:
-	case VHOST_BLK_OP_WRITE_ZEROES:
-		for (i = 0; i < req->nr_seg && !ret; i++) {
-			loff_t pos = le64_to_cpu(req->seg[i].sector) <<
-				     SECTOR_SHIFT;
-			loff_t len = (loff_t)le32_to_cpu(req->seg[i].num_sectors)
-				     << SECTOR_SHIFT;
-			bool unmap = le32_to_cpu(req->seg[i].flags) &
-				     VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+	for (i = 0; i < req->nr_seg && !ret; i++) {
+		loff_t pos = le64_to_cpu(req->seg[i].sector) << SECTOR_SHIFT;
+		loff_t len = (loff_t)le32_to_cpu(req->seg[i].num_sectors) <<
+			     SECTOR_SHIFT;
+		bool unmap = le32_to_cpu(req->seg[i].flags) &
+			     VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
 
-			if (!len)
-				continue;
-			if (req->op == VHOST_BLK_OP_DISCARD)
-				ret = vhost_blk_discard_range(be, pos, len);
-			else
-				ret = vhost_blk_zero_range(be, pos, len, unmap);
-		}
-		break;
+		if (!len)
+			continue;
+		if (req->op == VHOST_BLK_OP_DISCARD)
+			ret = vhost_blk_discard_range(be, pos, len);
+		else
+			ret = vhost_blk_zero_range(be, pos, len, unmap);
 	}
-	req->status = ret ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
+	if (!ret && req->stable) {
+		struct vhost_blk *blk = req->bvq->blk;
+
+		ret = vhost_blk_sync(blk, be, vhost_blk_sync_seen(blk));
+	}
+	return ret;
+}
+
+/*
+ * FLUSH, DISCARD and WRITE_ZEROES block: they run on the queue's worker
+ * after its fetch loop, one at a time, as the owner (see handle_kick).
+ */
+static void vhost_blk_run_sync(struct vhost_blk_req *req)
+{
+	int ret = 0;
+
+	if (req->op != VHOST_BLK_OP_FLUSH)
+		ret = vhost_blk_dwz(req);
+	else if (unlikely(vhost_blk_drop_flush()))
+		pr_warn_once("fault injection: acknowledging flushes without syncing\n");
+	else
+		ret = vhost_blk_sync(req->bvq->blk, req->be, req->sync_seen);
+	req->status = vhost_blk_errno_status(ret);
 	vhost_blk_req_done(req);
 }
 
@@ -271,8 +351,9 @@ static u8 __user *vhost_blk_status_ptr(struct iovec *iov, unsigned int nr)
 /*
  * Start one request.  Requests that finish here (errors, GET_ID,
  * zero-length I/O) go through the same completion path as the others.
+ * Returns true for a request the caller runs with vhost_blk_run_sync().
  */
-static void vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
+static bool vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
 			    unsigned int in)
 {
 	struct vhost_virtqueue *vq = &req->bvq->vq;
@@ -331,7 +412,7 @@ static void vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
 		atomic_inc(&req->bvq->blk->pending);
 		vhost_blk_submit_rw(req, req->op == VHOST_BLK_OP_IN ? &to :
 				    &from);
-		return;
+		return false;
 	case VHOST_BLK_OP_GET_ID: {
 		u8 serial[VHOST_BLK_SERIAL_LEN];
 		size_t n = min_t(size_t, iov_iter_count(&to),
@@ -353,19 +434,20 @@ static void vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
 			req->len = 0;
 			goto done;
 		}
-		fallthrough;
+		break;
 	case VHOST_BLK_OP_FLUSH:
-		atomic_inc(&req->bvq->blk->pending);
-		INIT_WORK(&req->work, vhost_blk_sync_work);
-		queue_work(vhost_blk_wq, &req->work);
-		return;
+		req->sync_seen = vhost_blk_sync_seen(req->bvq->blk);
+		break;
 	default:
 		req->status = VIRTIO_BLK_S_UNSUPP;
 		goto done;
 	}
+	atomic_inc(&req->bvq->blk->pending);
+	return true;
 done:
 	atomic_inc(&req->bvq->blk->pending);
 	vhost_blk_req_done(req);
+	return false;
 }
 
 static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
@@ -373,9 +455,46 @@ static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
 	struct vhost_blk_req *req;
 
 	req = kmem_cache_alloc(vhost_blk_req_cache, GFP_KERNEL);
+	/*
+	 * With nothing in flight, no completion would restart the queue:
+	 * this one request may not fail (and may exceed the memory limit).
+	 */
+	if (unlikely(!req) && !bvq->inflight)
+		req = kmem_cache_alloc(vhost_blk_req_cache,
+				       GFP_KERNEL | __GFP_NOFAIL);
 	if (req)
 		req->bvq = bvq;
 	return req;
+}
+
+/*
+ * Work for the guest runs as its owner.  A vhost_task worker is a thread of
+ * the owner already; a kthread worker (6.1, or a device switched to kthreads
+ * with VHOST_SET_FORK_FROM_OWNER) only shares the owner's cgroups, so for a
+ * handler run it takes the owner's credentials and memory cgroup.
+ */
+struct vhost_blk_as_owner {
+	const struct cred *cred;
+	struct mem_cgroup *memcg;
+	bool kthread;
+};
+
+static void vhost_blk_owner_enter(struct vhost_blk_backend_file *be,
+				  struct vhost_blk_as_owner *saved)
+{
+	saved->kthread = current->flags & PF_KTHREAD;
+	if (saved->kthread) {
+		saved->cred = override_creds(be->cred);
+		saved->memcg = set_active_memcg(be->memcg);
+	}
+}
+
+static void vhost_blk_owner_leave(struct vhost_blk_as_owner *saved)
+{
+	if (saved->kthread) {
+		set_active_memcg(saved->memcg);
+		revert_creds(saved->cred);
+	}
 }
 
 /* Start servicing a ring the first time it is kicked with a backend. */
@@ -396,26 +515,41 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
 	return true;
 }
 
-/* vq->handle_kick: runs on the queue's worker. */
+/*
+ * vq->handle_kick: runs on the queue's worker.  Every chain fetched counts
+ * against the vhost weight, whatever becomes of it, so a queue yields its
+ * worker after VHOST_BLK_WEIGHT chains or VHOST_BLK_BYTE_WEIGHT bytes.
+ * FLUSH, DISCARD and WRITE_ZEROES run after the fetch loop, outside
+ * vq->mutex, before the worker moves on.
+ */
 void vhost_blk_handle_kick(struct vhost_work *work)
 {
 	struct vhost_virtqueue *vq = container_of(work, struct vhost_virtqueue,
 						  poll.work);
 	struct vhost_blk_vq *bvq = container_of(vq, struct vhost_blk_vq, vq);
-	struct vhost_blk_req *req = NULL;
+	struct llist_node *sync = NULL, **sync_tail = &sync;
+	struct vhost_blk_backend_file *be;
+	struct vhost_blk_req *req = NULL, *next;
+	struct vhost_blk_as_owner saved;
 	unsigned int out, in;
 	struct blk_plug plug;
+	bool refused = false;
 	size_t total = 0;
+	bool stable;
 	int reqs = 0;
 	int head;
 
 	mutex_lock(&vq->mutex);
-	if (!bvq->be || !vhost_blk_vq_activate(bvq))
-		goto unlock;
-
+	be = bvq->be;
+	if (!be || !vhost_blk_vq_activate(bvq)) {
+		mutex_unlock(&vq->mutex);
+		return;
+	}
+	vhost_blk_owner_enter(be, &saved);
+	stable = !vhost_has_feature(vq, VIRTIO_BLK_F_FLUSH);
 	blk_start_plug(&plug);
 	vhost_disable_notify(vq->dev, vq);
-	for (;;) {
+	do {
 		if (bvq->inflight >= vhost_blk_max_inflight) {
 			/* The completion work kicks us again. */
 			bvq->throttled = true;
@@ -424,8 +558,9 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		}
 		if (!req) {
 			req = vhost_blk_req_alloc(bvq);
-			if (!req) {
-				vhost_poll_queue(&vq->poll);
+			if (unlikely(!req)) {
+				/* Some are in flight: a completion restarts us. */
+				bvq->throttled = true;
 				break;
 			}
 		}
@@ -443,33 +578,42 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			}
 			break;
 		}
+		total += iov_length(req->iov, out + in);
 		req->status_ptr = vhost_blk_status_ptr(req->iov + out, in);
 		if (unlikely(!req->status_ptr)) {
 			/* Nowhere to put a status: return the chain unused. */
 			vq_err(vq, "vhost-blk: chain %d has no status byte\n",
 			       head);
 			bvq->stats.bad_chain++;
-			vhost_add_used_and_signal(vq->dev, vq, head, 0);
+			vhost_add_used(vq, head, 0);
+			refused = true;
 			continue;
 		}
 		req->head = head;
-		req->be = bvq->be;
+		req->be = be;
 		req->start_ns = local_clock();
 		req->len = 0;
 		req->nr_seg = 0;
+		req->stable = stable;
 		bvq->inflight++;
-		total += iov_length(req->iov, out + in);
-		vhost_blk_start(req, out, in);
+		if (vhost_blk_start(req, out, in)) {
+			*sync_tail = &req->node;
+			sync_tail = &req->node.next;
+		}
 		req = NULL;
-		if (unlikely(vhost_exceeds_weight(vq, ++reqs,
-						  min_t(size_t, total, INT_MAX))))
-			break;
-	}
+	} while (likely(!vhost_exceeds_weight(vq, ++reqs,
+					      min_t(size_t, total, INT_MAX))));
+	if (refused)
+		vhost_signal(vq->dev, vq);
 	blk_finish_plug(&plug);
 	if (req)
 		kmem_cache_free(vhost_blk_req_cache, req);
-unlock:
 	mutex_unlock(&vq->mutex);
+
+	*sync_tail = NULL;
+	llist_for_each_entry_safe(req, next, sync, node)
+		vhost_blk_run_sync(req);
+	vhost_blk_owner_leave(&saved);
 }
 
 static void vhost_blk_retire(struct vhost_blk_req *req,

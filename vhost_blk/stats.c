@@ -10,12 +10,25 @@
 
 static struct dentry *vhost_blk_debugfs_root;
 
+#ifdef VHOST_BLK_FAULT_INJECTION
 /*
- * /sys/kernel/debug/vhost-blk/fault_drop_flush: when set, FLUSH requests are
- * acknowledged without syncing the backend.  Fault injection for the
- * durability test, which must show that dropped flushes lose data.
+ * /sys/kernel/debug/vhost-blk/fault_drop_flush (test builds only): when set,
+ * FLUSH requests are acknowledged without syncing the backend.  Fault
+ * injection for the durability test, which must show that dropped flushes
+ * lose data.
  */
 bool vhost_blk_fault_drop_flush;
+
+static void vhost_blk_faults_init(struct dentry *root)
+{
+	debugfs_create_bool("fault_drop_flush", 0600, root,
+			    &vhost_blk_fault_drop_flush);
+}
+#else
+static void vhost_blk_faults_init(struct dentry *root)
+{
+}
+#endif
 
 static const char * const vhost_blk_op_names[VHOST_BLK_OP_NR] = {
 	[VHOST_BLK_OP_IN]		= "in",
@@ -65,6 +78,7 @@ static int vhost_blk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "bad_chain %llu\n", sum.bad_chain);
 	seq_printf(m, "batches %llu\n", sum.batches);
 	seq_printf(m, "throttled %llu\n", sum.throttled);
+	seq_printf(m, "syncs %llu\n", READ_ONCE(blk->sync_gen));
 	seq_printf(m, "in_flight %d\n", atomic_read(&blk->pending));
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		struct vhost_blk_qstats q = {};
@@ -84,8 +98,7 @@ DEFINE_SHOW_ATTRIBUTE(vhost_blk_stats);
 void vhost_blk_stats_init(void)
 {
 	vhost_blk_debugfs_root = debugfs_create_dir("vhost-blk", NULL);
-	debugfs_create_bool("fault_drop_flush", 0600, vhost_blk_debugfs_root,
-			    &vhost_blk_fault_drop_flush);
+	vhost_blk_faults_init(vhost_blk_debugfs_root);
 }
 
 void vhost_blk_stats_exit(void)

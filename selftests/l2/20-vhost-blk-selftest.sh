@@ -3,8 +3,10 @@
 # vhost_blk on its own, no VM: the userspace virtio driver (vhost_blk_test) plays the
 # guest against /dev/vhost-blk. Functional + hostile suites on four backends (file on
 # tmpfs through the page cache, file on ext4 with O_DIRECT, brd and null_blk with
-# O_DIRECT), a seeded fuzz run, a short load run, the functional suite with
-# max_inflight=2 (throttling), then the module must unload.
+# O_DIRECT), a seeded fuzz run, a short load run, a worker flooded with status-less
+# chains (25 s: long enough for a worker that never yields to show as a soft lockup),
+# the owner-context and durability suite on ext4 with reserved blocks, the functional
+# suite with max_inflight=2 (throttling), then the module must unload.
 # Results are prefixed with the backend; the kernel log is checked by the runner.
 T=vhost_blk_test
 rc=0
@@ -36,6 +38,7 @@ if [ -b /dev/ram0 ]; then
 		>/tmp/vbt.out 2>&1 || rc=1
 	grep "^load:" /tmp/vbt.out | sed 's/^/# /'
 	tag load </tmp/vbt.out | grep "ok -"
+	run flood --bdev /dev/ram0 --direct --flood "${VBT_FLOOD_SECONDS:-25}"
 	# Two requests in flight per queue: the throttle path under async I/O.
 	rmmod vhost_blk && modprobe vhost_blk max_inflight=2 &&
 	run inflight2-brd --bdev /dev/ram0 --direct --functional
@@ -43,6 +46,22 @@ if [ -b /dev/ram0 ]; then
 else
 	echo "ok - brd backends # SKIP brd module unavailable"
 fi
+
+# Owner context and durability: a file on ext4 with 25 % reserved blocks (on a loop
+# device), cgroup v2 for the memory and cgroup cases, the ext4 tracepoints.
+grep -q " /sys/fs/cgroup " /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+modprobe loop 2>/dev/null
+rm -f /tmp/vbt-ctx.fs
+if truncate -s 32M /tmp/vbt-ctx.fs && mkfs.ext4 -q -F -m 25 /tmp/vbt-ctx.fs &&
+   loopdev=$(losetup -f --show /tmp/vbt-ctx.fs) && mkdir -p /mnt/vbt-ctx &&
+   mount "$loopdev" /mnt/vbt-ctx; then
+	run context --file /mnt/vbt-ctx/img --size 16 --context
+	umount /mnt/vbt-ctx
+	losetup -d "$loopdev"
+else
+	echo "not ok - ext4 on a loop device for the owner-context suite"; rc=1
+fi
+rm -f /tmp/vbt-ctx.fs
 
 if modprobe null_blk nr_devices=1 gb=1 && [ -b /dev/nullb0 ]; then
 	run nullb-odirect --bdev /dev/nullb0 --direct --nodata --functional

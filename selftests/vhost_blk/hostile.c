@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -576,6 +577,46 @@ static void ioctl_cases(struct vbt_mem *m)
 	wait(&e);
 	verdict(WIFEXITED(e) && WEXITSTATUS(e) == 0, serves(&d, m, 7),
 		"ioctls from a process that is not the owner -> EPERM");
+
+	/* A non-owner learns nothing from its arguments: EPERM comes first. */
+	fflush(stdout);
+	if (fork() == 0)
+		_exit(set_backend_raw(d.fd, 4, bfd, 0, 1, 0, 0) == EPERM &&
+		      set_backend_raw(d.fd, sizeof(struct vhost_blk_backend),
+				      bfd, 0x80, 1, 0, 0) == EPERM &&
+		      set_backend_raw(d.fd, 1 << 30, bfd, 0, 1, 0, 0) == EPERM ?
+		      0 : 1);
+	wait(&e);
+	verdict(WIFEXITED(e) && WEXITSTATUS(e) == 0, serves(&d, m, 13),
+		"SET_BACKEND from a non-owner: EPERM before the arguments are read");
+
+	/* Bigger than a page: refused whatever the tail holds. */
+	{
+		struct vhost_blk_backend *b = calloc(1, 8192);
+
+		b->size = 4097;
+		b->fd = bfd;
+		b->num_queues = 1;
+		e = ioctl(d.fd, VHOST_BLK_SET_BACKEND, b) ? errno : 0;
+		free(b);
+		verdict(e == E2BIG, serves(&d, m, 14),
+			"SET_BACKEND with size 4097 (more than a page, zero tail) -> E2BIG");
+		if (e)
+			tap_diag("size 4097: %s", strerror(e));
+	}
+
+	/* O_APPEND would put every write at the end of the file. */
+	fd = open(cfg.path, O_RDWR | O_APPEND | (cfg.direct ? O_DIRECT : 0));
+	e = fd < 0 ? -1 : set_backend_raw(d.fd, sizeof(struct vhost_blk_backend),
+					 fd, 0, 1, 0, 0);
+	if (fd >= 0)
+		close(fd);
+	ok = e == EINVAL;
+	if (!ok)
+		tap_diag("O_APPEND backend: %s", e < 0 ? "open failed" : strerror(e));
+	/* The old backend again, whatever happened. */
+	ok = !vbt_attach(&d, bfd, 0, 1, NULL) && ok;
+	verdict(ok, serves(&d, m, 15), "SET_BACKEND with an O_APPEND fd -> EINVAL");
 	vbt_dev_close(&d);
 
 	fd = open("/dev/vhost-blk", O_RDWR);
@@ -879,6 +920,125 @@ static void owner_killed(struct vbt_mem *m, bool workers)
 	verdict(WIFSIGNALED(status), fresh_serves(m),
 		workers ? "owner killed (SIGKILL) with I/O in flight on 2 queues / 2 workers" :
 			  "owner killed (SIGKILL) with I/O in flight on 2 queues");
+}
+
+/* ---- a worker flooded with chains the device refuses ---- */
+
+#define FLOOD_RING	32768
+#define FLOOD_CHAIN	200
+
+struct flood {
+	struct vbt_vq *vq;
+	volatile bool stop;
+	uint64_t chains;
+};
+
+/*
+ * Keep the ring full: every avail entry names head 0, a chain of 200
+ * descriptors without a device-writable byte, and avail idx is moved on as
+ * soon as the device returns chains.  The device must walk the whole ring
+ * (32768 chains, 6.5 million descriptors) before it sees it empty, so a
+ * worker that does not yield on its own keeps looping as long as this thread
+ * gets to run now and then.
+ */
+static void *flood_thread(void *arg)
+{
+	struct flood *f = arg;
+	struct vbt_vq *vq = f->vq;
+	uint16_t last = 0;
+
+	while (!f->stop) {
+		uint16_t used = *(volatile uint16_t *)&vq->used->idx;
+
+		if (used == last)
+			continue;
+		f->chains += (uint16_t)(used - last);
+		last = used;
+		vq->avail_idx = used + vq->num;
+		vbt_vq_kick_force(vq);
+	}
+	return NULL;
+}
+
+/*
+ * Queue 0 is flooded with chains that have no device-writable byte; queue 1,
+ * on the same worker, must keep serving reads.  A worker that never yields
+ * shows as a read waiting 10 s and, after about 20 s, as a soft lockup or an
+ * RCU stall in the kernel log (which fails the run).
+ */
+void vbt_flood(struct vbt_mem *m, unsigned int seconds)
+{
+	struct vbt_opts o = { .nq = 2, .backend_fd = -1, .no_rings = true };
+	const char *name = "queue 1 keeps serving reads while queue 0, on the same worker, is flooded with chains that have no status byte";
+	struct flood f = { 0 };
+	struct virtio_blk_outhdr *h;
+	uint64_t reads = 0, end;
+	struct vbt_vq *vq;
+	struct vbt_dev d;
+	pthread_t t;
+	uint8_t *buf;
+	bool stuck = false;
+	unsigned int i;
+	int st = 0, bfd;
+
+	taint0 = vbt_tainted();
+	vbt_mem_reset(m);
+	if (vbt_dev_open(&d, m, &o) || vbt_vq_setup(&d, 0, FLOOD_RING) ||
+	    vbt_vq_setup(&d, 1, 64)) {
+		tap_diag("device setup failed: %s", strerror(errno));
+		verdict(false, false, name);
+		return;
+	}
+	vq = &d.vq[0];
+	h = vbt_alloc(m, sizeof(*h), 16);
+	h->type = VIRTIO_BLK_T_IN;
+	h->sector = 0;
+	/* Head 0: FLOOD_CHAIN readable descriptors, each costing a walk. */
+	for (i = 0; i < FLOOD_CHAIN; i++)
+		raw_desc(vq, i, vbt_gpa(m, h), sizeof(*h),
+			 i + 1 < FLOOD_CHAIN ? VRING_DESC_F_NEXT : 0, i + 1);
+	vq->nfree = 0;
+	vq->avail_idx = vq->num;	/* every avail entry is 0: head 0 */
+	bfd = vbt_open_backend(false);
+	if (bfd < 0 || vbt_attach(&d, bfd, 0, 2, NULL)) {
+		tap_diag("attach failed: %s", strerror(errno));
+		if (bfd >= 0)
+			close(bfd);
+		vbt_dev_close(&d);
+		verdict(false, false, name);
+		return;
+	}
+	close(bfd);
+	vbt_vq_kick_force(vq);
+	f.vq = vq;
+	if (pthread_create(&t, NULL, flood_thread, &f)) {
+		vbt_dev_close(&d);
+		verdict(false, false, name);
+		return;
+	}
+	buf = vbt_alloc(m, 4096, 4096);
+	end = vbt_now_ns() + seconds * 1000000000ULL;
+	while (vbt_now_ns() < end) {
+		st = vbt_rw(&d, 1, VIRTIO_BLK_T_IN, 0, buf, 4096);
+		if (st) {
+			stuck = st < 0;
+			break;
+		}
+		reads++;
+	}
+	/* The flood lasts its time even so: let the kernel log show a lockup. */
+	while (vbt_now_ns() < end)
+		usleep(100000);
+	f.stop = true;
+	pthread_join(t, NULL);
+	tap_diag("flood: %llu chains refused on queue 0, %llu reads on queue 1 in %u s",
+		 (unsigned long long)f.chains, (unsigned long long)reads, seconds);
+	if (stuck)
+		tap_diag("flood: a read on queue 1 waited 10 s without completing");
+	else if (st)
+		tap_diag("flood: a read on queue 1 failed with status %d", st);
+	vbt_dev_close(&d);
+	verdict(!st && reads > 0 && f.chains > FLOOD_RING, fresh_serves(m), name);
 }
 
 void vbt_hostile(struct vbt_mem *m)

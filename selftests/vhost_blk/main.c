@@ -5,6 +5,8 @@
  *   vhost_blk_test [BACKEND OPTIONS]                     functional + hostile
  *   vhost_blk_test [BACKEND OPTIONS] --functional|--hostile
  *   vhost_blk_test [BACKEND OPTIONS] --fuzz SEED COUNT
+ *   vhost_blk_test [BACKEND OPTIONS] --flood SECONDS    a worker under a flood
+ *   vhost_blk_test --file PATH_ON_EXT4 --context         owner context, durability
  *   vhost_blk_test [BACKEND OPTIONS] --load [LOAD OPTIONS]   (see --load --help)
  *
  * Backend options:
@@ -38,7 +40,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: vhost_blk_test [--file PATH|--bdev PATH] [--size MIB] [--direct] [--nodata]\n"
-		"                      [--functional|--hostile|--fuzz SEED COUNT|--load ...]\n");
+		"                      [--functional|--hostile|--fuzz SEED COUNT|--flood SECONDS|\n"
+		"                       --context|--load ...]\n");
 	exit(2);
 }
 
@@ -74,8 +77,8 @@ static int prepare_backend(void)
 
 int main(int argc, char **argv)
 {
-	enum { ALL, FUNC, HOSTILE, FUZZ, LOAD } mode = ALL;
-	unsigned long long seed = 1, count = 100;
+	enum { ALL, FUNC, HOSTILE, FUZZ, FLOOD, CONTEXT, LOAD } mode = ALL;
+	unsigned long long seed = 1, count = 100, seconds = 25;
 	struct vbt_mem mem;
 	int i;
 
@@ -102,6 +105,11 @@ int main(int argc, char **argv)
 			mode = FUZZ;
 			seed = strtoull(argv[++i], NULL, 0);
 			count = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--flood") && i + 1 < argc) {
+			mode = FLOOD;
+			seconds = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--context")) {
+			mode = CONTEXT;
 		} else if (!strcmp(argv[i], "--load")) {
 			mode = LOAD;
 			i++;
@@ -125,6 +133,12 @@ int main(int argc, char **argv)
 		break;
 	case FUNC:
 		vbt_functional(&mem);
+		break;
+	case FLOOD:
+		vbt_flood(&mem, seconds);
+		break;
+	case CONTEXT:
+		vbt_context(&mem);
 		break;
 	case HOSTILE:
 		vbt_hostile(&mem);

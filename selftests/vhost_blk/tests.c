@@ -89,6 +89,13 @@ static void t_config(struct vbt_dev *d)
 		   (unsigned long long)c.blk.capacity, c.blk.seg_max,
 		   c.blk.blk_size, c.flags);
 
+	/* A driver keeping to size_max and seg_max never exceeds one kernel I/O. */
+	ok = (c.features & (1ULL << VIRTIO_BLK_F_SIZE_MAX)) &&
+	     c.blk.size_max >= 4096 &&
+	     (uint64_t)c.blk.size_max * c.blk.seg_max <= 0x7ffff000ULL;
+	tap_result(ok, "config advertises size_max (%u): seg_max x size_max within one kernel I/O (2 GiB - 4 KiB)",
+		   c.blk.size_max);
+
 	/* An old, shorter struct gets the prefix it knows. */
 	memset(&c, 0xaa, sizeof(c));
 	c.size = 16;
@@ -312,6 +319,41 @@ static void t_discard_wz(struct vbt_dev *d, struct vbt_mem *m)
 	ok = ok && vbt_rw(d, 0, VIRTIO_BLK_T_IN, sector, buf, 65536) == 0 &&
 	     (cfg.nodata || all_zero(buf, 65536));
 	tap_result(ok, "WRITE_ZEROES (with and without unmap) reads back zeroes");
+}
+
+/*
+ * DISCARD on a block device: the page cache of the range must not keep what
+ * the device no longer holds (buffered reads of the device see its content).
+ */
+static void t_discard_cache(struct vbt_dev *d, struct vbt_mem *m)
+{
+	const char *name = "DISCARD on a block device drops the page cache of the range";
+	const uint32_t len = 65536;
+	uint64_t sector = 12288;
+	uint8_t *buf = vbt_alloc(m, len, 4096);
+	uint8_t *cached = malloc(len), *direct = NULL;
+	bool ok;
+	int fd;
+
+	vbt_fill(buf, len, 13);
+	ok = cached && !posix_memalign((void **)&direct, 4096, len) &&
+	     vbt_rw(d, 0, VIRTIO_BLK_T_OUT, sector, buf, len) == 0 &&
+	     !vbt_backend_pread(cached, len, sector * 512) &&
+	     !memcmp(cached, buf, len) &&
+	     dwz(d, m, VIRTIO_BLK_T_DISCARD, sector, len / 512, 0) == 0;
+	fd = open(cfg.path, O_RDONLY | O_DIRECT);
+	ok = ok && fd >= 0 && pread(fd, direct, len, sector * 512) == len;
+	if (fd >= 0)
+		close(fd);
+	if (ok && !memcmp(direct, buf, len)) {
+		tap_skip("the device kept the data: it does not discard", "%s", name);
+	} else {
+		ok = ok && !vbt_backend_pread(cached, len, sector * 512) &&
+		     !memcmp(cached, direct, len);
+		tap_result(ok, "%s (buffered reads see what the device holds)", name);
+	}
+	free(cached);
+	free(direct);
 }
 
 /* A descriptor crossing two memory regions (contiguous guest-physical). */
@@ -700,6 +742,8 @@ void vbt_functional(struct vbt_mem *m)
 	t_flush(&d);
 	t_get_id(&d, m);
 	t_discard_wz(&d, m);
+	if (cfg.bdev && !cfg.nodata)
+		t_discard_cache(&d, m);
 	t_cross_region(&d, m);
 	t_inflight(&d, m, 100, 0);
 	t_event_idx(&d, m);

@@ -14,6 +14,7 @@
 
 #define VBT_MAX_QUEUES	VHOST_BLK_MAX_QUEUES
 #define VBT_INDIR_MAX	264	/* descriptors per indirect table */
+#define VBT_INDIR_RING	1024	/* larger rings get no indirect tables */
 #define VBT_CHUNK	(16UL << 20)
 #define VBT_MEM_SIZE	(4 * VBT_CHUNK)
 
@@ -73,6 +74,8 @@ struct vbt_opts {
 	bool workers;		/* one vhost worker per queue (6.5+) */
 	const char *serial;
 	bool no_rings;		/* only owner + mem table */
+	bool have_dev_fd;	/* use dev_fd, an open /dev/vhost-blk */
+	int dev_fd;
 };
 
 /* A buffer segment of a chain. */
@@ -151,6 +154,8 @@ int tap_done(void);
 /* Test modes */
 void vbt_functional(struct vbt_mem *m);
 void vbt_hostile(struct vbt_mem *m);
+void vbt_flood(struct vbt_mem *m, unsigned int seconds);
+void vbt_context(struct vbt_mem *m);
 void vbt_fuzz(struct vbt_mem *m, uint64_t seed, unsigned long count);
 int vbt_load(struct vbt_mem *m, int argc, char **argv);
 

@@ -143,11 +143,13 @@ int vbt_vq_setup(struct vbt_dev *d, unsigned int i, unsigned int num)
 	vq->cookie = calloc(num, sizeof(*vq->cookie));
 	vq->indir = calloc(num, sizeof(*vq->indir));
 	vq->chain_len = calloc(num, sizeof(*vq->chain_len));
-	tables = vbt_ring_alloc(d->mem, 16 * VBT_INDIR_MAX * num);
-	vq->indir_gpa = vbt_gpa(d->mem, tables);
+	/* Indirect tables only for rings they fit beside (VBT_INDIR_RING). */
+	tables = num <= VBT_INDIR_RING ?
+		 vbt_ring_alloc(d->mem, 16 * VBT_INDIR_MAX * num) : NULL;
+	vq->indir_gpa = tables ? vbt_gpa(d->mem, tables) : 0;
 	for (j = 0; j < num; j++) {
 		vq->desc[j].next = j + 1;
-		vq->indir[j] = tables + j * VBT_INDIR_MAX;
+		vq->indir[j] = tables ? tables + j * VBT_INDIR_MAX : NULL;
 	}
 	vq->free_head = 0;
 	vq->nfree = num;
@@ -188,7 +190,8 @@ int vbt_dev_open(struct vbt_dev *d, struct vbt_mem *m,
 	memset(d, 0, sizeof(*d));
 	d->mem = m;
 	d->nq = o->nq ? o->nq : 1;
-	d->fd = open("/dev/vhost-blk", O_RDWR | O_CLOEXEC);
+	d->fd = o->have_dev_fd ? o->dev_fd :
+		open("/dev/vhost-blk", O_RDWR | O_CLOEXEC);
 	if (d->fd < 0)
 		return -1;
 	if (ioctl(d->fd, VHOST_SET_OWNER))
@@ -276,7 +279,8 @@ int vbt_vq_add(struct vbt_vq *vq, const struct vbt_seg *segs, unsigned int n,
 	unsigned int i, need = indirect ? 1 : n;
 	uint16_t head, d = 0, prev = 0;
 
-	if (!n || vq->nfree < need || (indirect && n > VBT_INDIR_MAX))
+	if (!n || vq->nfree < need ||
+	    (indirect && (n > VBT_INDIR_MAX || !vq->indir_gpa)))
 		return -1;
 	if (indirect) {
 		struct vring_desc *t;

@@ -28,9 +28,13 @@
  * userspace sets to sizeof() of the struct as it knows it.  The kernel
  * matches these ioctls by type and number only (not by the size encoded in
  * the command), accepts a smaller (older) struct and treats missing fields
- * as zero, and accepts a larger (newer) one only if the bytes it does not
- * know are zero (the copy_struct_from_user() convention).  Reserved fields
- * must be zero.
+ * as zero, and accepts a larger (newer) one, up to the page size, only if
+ * the bytes it does not know are zero (the copy_struct_from_user()
+ * convention).  Reserved fields must be zero.
+ *
+ * Work done for the guest runs on the owner's vhost workers, with the
+ * owner's credentials and in its cgroups.  Without VIRTIO_BLK_F_FLUSH
+ * negotiated, every write is on stable storage when it completes.
  */
 #ifndef _UAPI_LINUX_VHOST_BLK_H
 #define _UAPI_LINUX_VHOST_BLK_H
@@ -49,12 +53,15 @@
 
 /*
  * Virtio features the device offers (VHOST_GET_FEATURES).  VIRTIO_BLK_F_RO
- * is added when the attached backend is read-only.  VHOST_SET_FEATURES
+ * is added when the attached backend is read-only.  FLUSH is an fdatasync of
+ * the backend; a driver that does not ack VIRTIO_BLK_F_FLUSH gets
+ * write-through semantics.  VHOST_SET_FEATURES
  * accepts any subset (EOPNOTSUPP for other bits); drivers are expected to
  * ack VIRTIO_F_VERSION_1 (virtio 1.0 little-endian layout).
  */
 #define VHOST_BLK_FEATURES					\
-	((1ULL << VIRTIO_BLK_F_SEG_MAX) |			\
+	((1ULL << VIRTIO_BLK_F_SIZE_MAX) |			\
+	 (1ULL << VIRTIO_BLK_F_SEG_MAX) |			\
 	 (1ULL << VIRTIO_BLK_F_BLK_SIZE) |			\
 	 (1ULL << VIRTIO_BLK_F_FLUSH) |				\
 	 (1ULL << VIRTIO_BLK_F_MQ) |				\
@@ -63,6 +70,9 @@
 	 (1ULL << VIRTIO_RING_F_INDIRECT_DESC) |		\
 	 (1ULL << VIRTIO_RING_F_EVENT_IDX) |			\
 	 (1ULL << VIRTIO_F_VERSION_1))
+
+/* Largest vhost_blk_backend.blk_size. */
+#define VHOST_BLK_MAX_BLK_SIZE	4096
 
 /* vhost_blk_backend.flags */
 /* Present the device read-only (also implied when fd is not writable). */
@@ -83,7 +93,7 @@ struct vhost_blk_backend {
 	__u32 size;
 	/*
 	 * Backend: an fd open on a regular file or a block device, or -1 to
-	 * detach.  An fd opened with O_DIRECT gets direct async I/O
+	 * detach; not O_APPEND.  An fd opened with O_DIRECT gets direct async I/O
 	 * (IOCB_DIRECT); otherwise I/O goes through the page cache.  The
 	 * capacity is the file/device size rounded down to 512 bytes; an fd
 	 * not open for writing makes the device read-only.  The kernel takes
@@ -102,8 +112,8 @@ struct vhost_blk_backend {
 	__u16 reserved0;
 	/*
 	 * Logical block size presented in config.blk_size (power of two,
-	 * 512 .. 4096); 0: the block device's logical block size, or 512
-	 * for a regular file.
+	 * 512 .. VHOST_BLK_MAX_BLK_SIZE); 0: the block device's logical block
+	 * size, or 512 for a regular file.
 	 */
 	__u32 blk_size;
 	/* Must be 0. */
@@ -150,11 +160,11 @@ struct vhost_blk_config {
 	__u32 reserved;
 	/*
 	 * Out: the config space, little endian as a VIRTIO_F_VERSION_1 guest
-	 * reads it: capacity (512-byte sectors), seg_max, blk_size,
+	 * reads it: capacity (512-byte sectors), size_max, seg_max, blk_size,
 	 * num_queues, max_discard_sectors, max_discard_seg,
 	 * discard_sector_alignment, max_write_zeroes_sectors,
-	 * max_write_zeroes_seg, write_zeroes_may_unmap.  size_max and the
-	 * geometry/topology fields are 0 (their features are not offered).
+	 * max_write_zeroes_seg, write_zeroes_may_unmap.  The geometry and
+	 * topology fields are 0 (their features are not offered).
 	 * The raw array fixes the struct size independently of the
 	 * virtio_blk_config of the installed headers.
 	 */
@@ -166,9 +176,10 @@ struct vhost_blk_config {
 
 /*
  * Attach/replace (fd >= 0) or detach and drain (fd == -1) the backend.
- * Errors: EBADF bad fd, EINVAL bad field/flags or unsupported file type
- * (neither regular file nor block device, or not readable), E2BIG unknown
- * non-zero trailing bytes of a larger struct, EPERM not the owner.
+ * Errors: EPERM not the owner (checked first), EBADF bad fd, EINVAL bad
+ * field/flags or unsupported file (neither regular file nor block device,
+ * not readable, or O_APPEND), E2BIG size above the page size or unknown
+ * non-zero trailing bytes of a larger struct.
  */
 #define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0x90, struct vhost_blk_backend)
 /* Read the config the device presents. */

@@ -40,6 +40,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 		bvq->index = i;
 		init_llist_head(&bvq->done);
 		vhost_work_init(&bvq->done_work, vhost_blk_done_work);
+		vhost_blk_batch_init(bvq);
 		bvq->vq.handle_kick = vhost_blk_handle_kick;
 		blk->vqp[i] = &bvq->vq;
 	}
@@ -50,6 +51,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	mutex_init(&blk->sync_mutex);
 	spin_lock_init(&blk->sync_lock);
 	blk->num_queues = 1;
+	blk->batch_delay_us = READ_ONCE(vhost_blk_batch_delay_us);
 	blk->id = atomic_inc_return(&vhost_blk_ids);
 	vhost_blk_stats_add(blk);
 	f->private_data = blk;
@@ -73,6 +75,8 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 		blk->vqs[i].be = NULL;
 		vhost_vq_set_backend(vq, NULL);
 		mutex_unlock(&vq->mutex);
+		/* A timer now finds no backend; none is left running. */
+		vhost_blk_batch_stop(&blk->vqs[i]);
 	}
 	/* No handle_kick is running or will submit anything now. */
 	vhost_dev_flush(&blk->dev);
@@ -360,6 +364,23 @@ static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 	return 0;
 }
 
+static long vhost_blk_set_batch_delay(struct vhost_blk *blk, u32 __user *uarg)
+{
+	u32 us;
+	long ret;
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (!ret && get_user(us, uarg))
+		ret = -EFAULT;
+	if (!ret && us > VHOST_BLK_BATCH_DELAY_MAX)
+		ret = -EINVAL;
+	if (!ret)
+		WRITE_ONCE(blk->batch_delay_us, us);
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
 /* The device's own ioctls match by type and number: their size may grow. */
 static bool vhost_blk_ioctl_is(unsigned int ioctl, unsigned int cmd)
 {
@@ -396,6 +417,8 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		return vhost_blk_set_features(blk, features);
 	case VHOST_RESET_OWNER:
 		return vhost_blk_reset_owner(blk);
+	case VHOST_BLK_SET_BATCH_DELAY:
+		return vhost_blk_set_batch_delay(blk, argp);
 	default:
 		mutex_lock(&blk->dev.mutex);
 		if (vhost_blk_is_worker_ioctl(ioctl)) {

@@ -8,6 +8,7 @@
 
 #include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/hrtimer.h>
 #include <linux/llist.h>
 #include <linux/memcontrol.h>
 #include <linux/mutex.h>
@@ -62,6 +63,8 @@ struct vhost_blk_qstats {
 	u64 bad_chain;
 	u64 batches;
 	u64 throttled;
+	u64 batch_waits;	/* delayed looks at the ring (batch_delay_us) */
+	u64 batch_found;	/* ... that found requests */
 };
 
 /* An attached backend file; immutable while attached. */
@@ -91,6 +94,13 @@ struct vhost_blk_vq {
 	/* Requests fetched and not yet retired; under vq.mutex. */
 	unsigned int inflight;
 	bool throttled;
+	/*
+	 * The guest's notifications are off while the queue is busy, and
+	 * batch_timer looks at the ring again (req.c, batching); under
+	 * vq.mutex.
+	 */
+	bool batching;
+	struct hrtimer batch_timer;
 	u16 index;
 	struct vhost_blk_qstats stats;
 };
@@ -116,6 +126,8 @@ struct vhost_blk {
 	u64 sync_gen;
 	u64 sync_err_gen;
 	unsigned int id;
+	/* How long a busy queue waits for more requests (us); 0: never. */
+	u32 batch_delay_us;
 	struct dentry *debugfs;
 };
 
@@ -143,6 +155,7 @@ struct vhost_blk_req {
 };
 
 extern unsigned int vhost_blk_max_inflight;
+extern unsigned int vhost_blk_batch_delay_us;
 
 /* req.c */
 int vhost_blk_req_init(void);
@@ -150,6 +163,8 @@ void vhost_blk_req_exit(void);
 void vhost_blk_handle_kick(struct vhost_work *work);
 void vhost_blk_done_work(struct vhost_work *work);
 void vhost_blk_drop_done(struct vhost_blk_vq *bvq);
+void vhost_blk_batch_init(struct vhost_blk_vq *bvq);
+void vhost_blk_batch_stop(struct vhost_blk_vq *bvq);
 
 /* stats.c */
 /*

@@ -516,6 +516,65 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
 }
 
 /*
+ * Batching.  Answering each guest notification at once makes every pass
+ * over a busy ring short, and every pass costs the guest a notification
+ * and an interrupt: VM exits, which dominate what an I/O costs a guest.
+ * So once a pass has found more than one request (or more than one is in
+ * flight), the queue leaves the guest's notifications off when the ring
+ * runs empty and looks at it again batch_delay_us later, or as soon as
+ * completions are retired: what the guest queued meanwhile needs no
+ * notification, and one pass and one interrupt cover all of it.  A look
+ * that finds nothing turns notifications back on, so an idle queue, or one
+ * request at a time, never waits for the timer.
+ */
+unsigned int vhost_blk_batch_delay_us;
+module_param_named(batch_delay_us, vhost_blk_batch_delay_us, uint, 0644);
+MODULE_PARM_DESC(batch_delay_us,
+		 "How long a busy queue lets the guest queue more requests without notifying (us, 0 = off; new devices)");
+
+static enum hrtimer_restart vhost_blk_batch_timeout(struct hrtimer *timer)
+{
+	struct vhost_blk_vq *bvq = container_of(timer, struct vhost_blk_vq,
+						batch_timer);
+
+	vhost_poll_queue(&bvq->vq.poll);
+	return HRTIMER_NORESTART;
+}
+
+void vhost_blk_batch_init(struct vhost_blk_vq *bvq)
+{
+	hrtimer_init(&bvq->batch_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+	bvq->batch_timer.function = vhost_blk_batch_timeout;
+}
+
+/* The queue stops (teardown, detach): no timer left, nothing batching. */
+void vhost_blk_batch_stop(struct vhost_blk_vq *bvq)
+{
+	hrtimer_cancel(&bvq->batch_timer);
+	bvq->batching = false;
+}
+
+/*
+ * The ring ran empty after a pass that found @found requests: true if the
+ * queue waits for more with notifications off.  Under vq.mutex.
+ */
+static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
+{
+	u32 delay = min_t(u32, READ_ONCE(bvq->blk->batch_delay_us),
+			  VHOST_BLK_BATCH_DELAY_MAX);
+
+	if (!delay || !found || (found < 2 && bvq->inflight < 2)) {
+		bvq->batching = false;
+		return false;
+	}
+	bvq->batching = true;
+	bvq->stats.batch_waits++;
+	hrtimer_start(&bvq->batch_timer, ns_to_ktime((u64)delay * NSEC_PER_USEC),
+		      HRTIMER_MODE_REL);
+	return true;
+}
+
+/*
  * vq->handle_kick: runs on the queue's worker.  Every chain fetched counts
  * against the vhost weight, whatever becomes of it, so a queue yields its
  * worker after VHOST_BLK_WEIGHT chains or VHOST_BLK_BYTE_WEIGHT bytes.
@@ -536,7 +595,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	bool refused = false;
 	size_t total = 0;
 	bool stable;
-	int reqs = 0;
+	int reqs = 0, found = 0;
 	int head;
 
 	mutex_lock(&vq->mutex);
@@ -549,6 +608,8 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	stable = !vhost_has_feature(vq, VIRTIO_BLK_F_FLUSH);
 	blk_start_plug(&plug);
 	vhost_disable_notify(vq->dev, vq);
+	if (bvq->batching)
+		hrtimer_try_to_cancel(&bvq->batch_timer);
 	do {
 		if (bvq->inflight >= vhost_blk_max_inflight) {
 			/* The completion work kicks us again. */
@@ -572,6 +633,10 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			break;
 		}
 		if (head == vq->num) {
+			if (bvq->batching && found)
+				bvq->stats.batch_found++;
+			if (vhost_blk_batch_wait(bvq, found))
+				break;
 			if (unlikely(vhost_enable_notify(vq->dev, vq))) {
 				vhost_disable_notify(vq->dev, vq);
 				continue;
@@ -596,6 +661,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		req->nr_seg = 0;
 		req->stable = stable;
 		bvq->inflight++;
+		found++;
 		if (vhost_blk_start(req, out, in)) {
 			*sync_tail = &req->node;
 			sync_tail = &req->node.next;
@@ -673,6 +739,9 @@ void vhost_blk_done_work(struct vhost_work *work)
 	}
 	if (bvq->throttled && bvq->inflight < vhost_blk_max_inflight) {
 		bvq->throttled = false;
+		vhost_poll_queue(&vq->poll);
+	} else if (bvq->batching && !vhost_vq_avail_empty(vq->dev, vq)) {
+		/* Batching: what the guest queued meanwhile, now. */
 		vhost_poll_queue(&vq->poll);
 	}
 	mutex_unlock(&vq->mutex);

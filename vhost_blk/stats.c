@@ -54,6 +54,8 @@ static void vhost_blk_stats_sum(struct vhost_blk_qstats *sum,
 	sum->bad_chain += READ_ONCE(q->bad_chain);
 	sum->batches += READ_ONCE(q->batches);
 	sum->throttled += READ_ONCE(q->throttled);
+	sum->batch_waits += READ_ONCE(q->batch_waits);
+	sum->batch_found += READ_ONCE(q->batch_found);
 }
 
 static int vhost_blk_stats_show(struct seq_file *m, void *v)
@@ -78,6 +80,9 @@ static int vhost_blk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "bad_chain %llu\n", sum.bad_chain);
 	seq_printf(m, "batches %llu\n", sum.batches);
 	seq_printf(m, "throttled %llu\n", sum.throttled);
+	seq_printf(m, "batch_delay_us %u\n", READ_ONCE(blk->batch_delay_us));
+	seq_printf(m, "batch_waits %llu\n", sum.batch_waits);
+	seq_printf(m, "batch_found %llu\n", sum.batch_found);
 	seq_printf(m, "syncs %llu\n", READ_ONCE(blk->sync_gen));
 	seq_printf(m, "in_flight %d\n", atomic_read(&blk->pending));
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {

@@ -720,6 +720,82 @@ static void t_trace(struct vbt_dev *d, struct vbt_mem *m)
 	tap_result(sub && comp, "tracepoints vhost_blk_submit/complete fire");
 }
 
+/*
+ * Batching (VHOST_BLK_SET_BATCH_DELAY): a queue kept busy takes requests
+ * the guest adds without notifications, an idle one (one request at a
+ * time) is notified for each, and nothing is lost either way.  @total
+ * reads keep @depth in flight (refilled as they complete, like fio);
+ * returns the kicks the driver needed, or -1 if a read did not complete.
+ */
+static long busy_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
+		       unsigned int depth)
+{
+	struct vbt_vq *vq = &d->vq[0];
+	struct virtio_blk_outhdr *h = vbt_alloc(m, 32 * depth, 16);
+	uint8_t *buf = vbt_alloc(m, 4096, 4096);
+	unsigned int sent = 0, done = 0, i;
+	uint64_t k0 = vq->kicks;
+	void *c;
+
+	while (done < total) {
+		uint16_t old = vq->avail_idx;
+
+		for (; sent < total && sent - done < depth; sent++) {
+			struct virtio_blk_outhdr *r = h + 2 * (sent % depth);
+			struct vbt_seg s[3] = {
+				{ vbt_gpa(m, r), 16, false },
+				{ vbt_gpa(m, buf), 4096, true },
+				{ vbt_gpa(m, r) + 16, 1, true },
+			};
+
+			r->type = VIRTIO_BLK_T_IN;
+			r->sector = (sent % 64) * 8;
+			vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false, r));
+		}
+		vbt_vq_kick(vq, old);
+		if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
+			return -1;
+		done++;
+		/* Reap what else completed before refilling. */
+		for (i = 0; vbt_vq_poll(vq, NULL, &c) >= 0; i++)
+			done++;
+	}
+	return vq->kicks - k0;
+}
+
+static void t_batching(struct vbt_mem *m)
+{
+	struct vbt_opts o = def_opts();
+	struct vbt_dev d;
+	__u32 us = VHOST_BLK_BATCH_DELAY_MAX + 1;
+	long busy, busy0, one;
+	int r;
+
+	if (open_dev(&d, m, &o)) {
+		tap_result(false, "batching: device setup");
+		return;
+	}
+	r = ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us);
+	tap_result(r < 0 && errno == EINVAL, "batching: a delay above %u us is refused (EINVAL)",
+		   VHOST_BLK_BATCH_DELAY_MAX);
+	us = 0;
+	busy0 = ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us) ? -2 :
+		busy_reads(&d, m, 1000, 16);
+	us = VHOST_BLK_BATCH_DELAY_MAX;
+	busy = ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us) ? -2 :
+		busy_reads(&d, m, 1000, 16);
+	tap_result(busy >= 0 && busy <= 100,
+		   "batching: 1000 reads kept 16 deep take %ld notifications with a %u us delay (%ld without)",
+		   busy, us, busy0);
+	/* Longer than the delay: the last look found nothing, notifications are on. */
+	usleep(100000);
+	one = busy_reads(&d, m, 200, 1);
+	tap_result(one == 200,
+		   "batching: 200 reads one at a time are each notified, none waits for the delay (%ld notifications)",
+		   one);
+	vbt_dev_close(&d);
+}
+
 void vbt_functional(struct vbt_mem *m)
 {
 	struct vbt_opts o = def_opts();
@@ -758,4 +834,5 @@ void vbt_functional(struct vbt_mem *m)
 	t_ro(m, true);
 	t_mq(m, false);
 	t_mq(m, true);
+	t_batching(m);
 }

@@ -105,6 +105,10 @@ static void usage(FILE *f)
 "  -q, --queues N        request queues offered (1..%d, default 1); QEMU's\n"
 "                        num-queues must not exceed it\n"
 "  -S, --serial STR      GET_ID serial (up to %d bytes)\n"
+"      --batch-delay-us N  while the guest keeps a queue busy, let it queue\n"
+"                        more for up to N us without notifying (0..%d;\n"
+"                        0: answer every notification at once; default:\n"
+"                        vhost_blk's batch_delay_us parameter)\n"
 "      --buffered        use the page cache (default: O_DIRECT)\n"
 "      --vhost-dev PATH  vhost-blk device node (default /dev/vhost-blk)\n"
 "      --once            exit after the first session ends\n"
@@ -117,7 +121,7 @@ static void usage(FILE *f)
 "  -numa node,memdev=mem -chardev socket,id=c0,path=PATH\n"
 "  -device vhost-user-blk-pci,chardev=c0,num-queues=N\n",
 		BRIDGE_NAME, DEFAULT_TIMEOUT, VHOST_BLK_MAX_QUEUES,
-		VHOST_BLK_SERIAL_LEN);
+		VHOST_BLK_SERIAL_LEN, VHOST_BLK_BATCH_DELAY_MAX);
 }
 
 bool bridge_stopping(void)
@@ -421,7 +425,7 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 
 enum {
 	OPT_BUFFERED = 256, OPT_VHOST_DEV, OPT_NO_KERNEL, OPT_ONCE,
-	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD,
+	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD, OPT_BATCH_DELAY,
 };
 
 static const struct option long_opts[] = {
@@ -435,6 +439,7 @@ static const struct option long_opts[] = {
 	{ "readonly", no_argument, NULL, 'r' },
 	{ "queues", required_argument, NULL, 'q' },
 	{ "serial", required_argument, NULL, 'S' },
+	{ "batch-delay-us", required_argument, NULL, OPT_BATCH_DELAY },
 	{ "buffered", no_argument, NULL, OPT_BUFFERED },
 	{ "vhost-dev", required_argument, NULL, OPT_VHOST_DEV },
 	{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
@@ -457,6 +462,7 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 	int c;
 
 	o->queues = 1;
+	o->batch_delay_us = -1;
 	o->vhost_path = "/dev/vhost-blk";
 	o->socket_mode = -1;
 	o->listen_fd = -1;
@@ -512,6 +518,12 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 				return -1;
 			}
 			o->serial = optarg;
+			break;
+		case OPT_BATCH_DELAY:
+			if (parse_uint(optarg, 0, VHOST_BLK_BATCH_DELAY_MAX, &v, 10))
+				return bad_arg("--batch-delay-us",
+					       "0..10000 microseconds", optarg);
+			o->batch_delay_us = v;
 			break;
 		case OPT_BUFFERED:
 			o->buffered = true;

@@ -63,6 +63,17 @@ void vdev_close(struct vdev *d)
 	d->fd = -1;
 }
 
+int vdev_set_batch_delay(struct vdev *d, unsigned int us)
+{
+	__u32 v = us;
+
+	if (d->no_kernel)
+		return 0;
+	log_dbg("VHOST_BLK_SET_BATCH_DELAY %u us", us);
+	return xioctl(d, VHOST_BLK_SET_BATCH_DELAY, &v,
+		      "VHOST_BLK_SET_BATCH_DELAY");
+}
+
 int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
 		     const char *serial)
 {

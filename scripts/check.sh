@@ -131,7 +131,7 @@ run_l2() {
 		"$out/run-l2.sh" >"$4" 2>&1 &
 	vpid=$!
 	while kill -0 $vpid 2>/dev/null; do
-		if grep -Eq 'soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \[qemu-system-x86' "$con" 2>/dev/null; then
+		if grep -Eq "soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \\[($L3_QEMU_COMM)" "$con" 2>/dev/null; then
 			echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped" >"$out/$3.wedged"
 			kill_vm "$3"
 			break
@@ -293,7 +293,7 @@ for k in "${kernels[@]}"; do
 		[ -n "$from" ] || break
 		report_l2 "$k" "$vmlog" "$from"
 		echo "# [$k] $why during $from:"
-		grep -E 'Kernel panic|BUG:|Comm: qemu-system' "$BUILD/vm/$vmname/console.log" |
+		grep -E "Kernel panic|BUG:|Comm: ($L3_QEMU_COMM)" "$BUILD/vm/$vmname/console.log" |
 			head -n 4 | sed 's/^/#   /'
 		result ok "[$k] $why during $from; $from and the tests after it run again in a fresh L2 (boot $((attempt + 1)) of at most $L2_BOOTS)"
 		attempt=$((attempt + 1))

@@ -76,10 +76,14 @@ kill_vm() {
 		'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -"${2:-9}"
 }
 
+# The task names of an L3 guest's QEMU in L2's kernel log: the process, or a
+# vCPU thread as libvirt has QEMU name them (-name ...,debug-threads=on).
+L3_QEMU_COMM='qemu-system-x86|CPU [0-9]+/KVM'
+
 # nested_kvm_panic CONSOLE: the L2 kernel panicked in the L3 guest's QEMU.
 nested_kvm_panic() {
 	grep -q 'Kernel panic - not syncing' "$1" 2>/dev/null &&
-		grep -q 'Comm: qemu-system-x86' "$1"
+		grep -Eq "Comm: ($L3_QEMU_COMM)" "$1"
 }
 
 # The binaries and modules of a guest (L3) image, and the image itself:

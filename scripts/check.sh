@@ -7,8 +7,10 @@
 # the last kernel, the cost-counting TCG plugin. Then for each test
 # kernel (default: 6.1 6.12, unpacked in build/kernels by make deps): checkpatch
 # on every kernel C file and header, a warning-free module build, a sparse build,
-# the VM harness self-tests, make install staged, both DKMS packages, then one L2
-# boot that runs every selftests/l2/*.sh, then the durability test
+# the VM harness self-tests, the guest driver in a VM of its own
+# (selftests/virtio_blk_bio/vm-test.sh, no L3), make install staged, both DKMS
+# packages, then one L2 boot that runs every selftests/l2/*.sh, then the
+# durability test
 # (selftests/e2e/durability.sh: whole L2 VMs killed from L1). Prints one TAP-style
 # line per test with the kernel in its name and ends with "N passed, N failed,
 # N skipped".
@@ -256,6 +258,11 @@ for k in "${kernels[@]}"; do
 	done
 
 	harness_selftests "$k" "$rel"
+
+	# The guest driver in a VM of its own, on its QEMU's virtio-blk devices:
+	# no L3 guest, so out of the nested-SVM flake's way.
+	echo "# guest driver: selftests/virtio_blk_bio/vm-test.sh --kernel $rel"
+	host_tap "[$k] virtio-blk-bio" selftests/virtio_blk_bio/vm-test.sh --kernel "$rel"
 
 	# make install staged into a root that 44-real-host copies onto L2.
 	vmfiles=()

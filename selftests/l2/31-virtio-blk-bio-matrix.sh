@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # check: slow -- its 4-vCPU, 2 GiB L3 guest on a 2-vCPU TCG L2 hits the silent L3 reset of nested SVM in most runs here (3 of the last 3 first attempts; passes on the stated retry or alone)
 # virtio_blk_bio, both submission paths, in one L3 guest with 4 vCPUs: what
-# 30-virtio-blk-bio does not cover.
+# selftests/virtio_blk_bio/vm-test.sh does not cover.
 #  - num-queues 1, 2 and 4: that many hw queues (blk-mq path), every virtqueue
 #    completes I/O, fio verify=crc32c with 4 jobs, one per CPU;
 #  - a fio matrix, random writes with verify=crc32c: block size 512, 4k, 64k, 1M

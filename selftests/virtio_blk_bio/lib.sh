@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Shared by the in-L3 test scripts l3-tests.sh and l3-matrix.sh (sourced):
+# Shared by the in-guest test scripts guest-tests.sh and l3-matrix.sh (sourced):
 # TAP-style result lines ($P prefixes each description; $fails counts the
 # failures) and finding a disk by its virtio serial.
 fails=0

@@ -4,11 +4,15 @@
 # fio JSON for five rows x three repetitions of one workload, plus the @@CPU,
 # @@KVM and @@GUEST figures bench.sh extracts; checks the medians, spread, the
 # per-I/O columns, the ratios and every target verdict the fixture implies.
+# Three times: as a counted run leaves it (the "counted" marker of
+# scripts/bench.sh and the plugin's windows: targets on the counts, IOPS
+# informational), as a KVM host's run does (no marker, no windows: IOPS
+# judged), and with the marker but no window joined to a run.
 # Prints TAP-style "ok - " / "not ok - " lines (scripts/check.sh counts them).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
-d=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$d"' EXIT
+d=$(mktemp -d) kvm=$(mktemp -d) nowin=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$d" "$kvm" "$nowin"' EXIT
 mkdir -p "$d/json"
 fail=0
 ok() { echo "ok - bench report: $*"; }
@@ -16,12 +20,13 @@ nok() { echo "not ok - bench report: $*"; fail=1; }
 check() { local desc=$1; shift; if "$@"; then ok "$desc"; else nok "$desc"; fi; }
 
 wl=4k-randread-qd32
-# fio JSON for one run: row rep iops (4 s, 4 KiB, mean 100 us, p99 300 us)
+# fio JSON for one run of workload $wl: row rep iops [p50-us] (4 s, 4 KiB,
+# mean 100 us, median 80 us unless given, p99 300 us)
 run() {
-	local row=$1 rep=$2 iops=$3
-	jq -n --argjson iops "$iops" '{jobs: [{
+	local row=$1 rep=$2 iops=$3 p50=${4:-80}
+	jq -n --argjson iops "$iops" --argjson p50 "$p50" '{jobs: [{
 		read: {total_ios: ($iops * 4), iops: $iops, bw: ($iops * 4),
-		       lat_ns: {mean: 100000}, clat_ns: {percentile: {"99.000000": 300000}}},
+		       lat_ns: {mean: 100000}, clat_ns: {percentile: {"99.000000": 300000, "50.000000": ($p50 * 1000)}}},
 		write: {total_ios: 0, iops: 0, bw: 0, lat_ns: {mean: 0}, clat_ns: {}}}]}' \
 		>"$d/json/nullb_${row}__${wl}__$rep.json"
 }
@@ -38,6 +43,14 @@ done
 wl=4k-randread-qd16-j8
 for rep in 1 2 3; do run vhost-blk-mq $rep 3000; done
 for rep in 1 2; do run vhost-blk-bio $rep 3300; done
+# Queue depth 1: median latency (p50) 120 us through QEMU, 70 us through
+# vhost-blk-mq (at most QEMU's: MET), 150 us on the bio path (NOT MET).
+wl=4k-randread-qd1
+for rep in 1 2 3; do
+	run qemu-native $rep 500 $((110 + rep * 5))	# 115 120 125
+	run vhost-blk-mq $rep 800 $((60 + rep * 5))	# 65 70 75
+	run vhost-blk-bio $rep 700 150
+done
 wl=4k-randread-qd32
 # The median run of vhost-blk-mq did 8000 I/Os: 4000 exits, 2000 guest
 # interrupts, 1600 kicks, 8000 vhost_blk requests in 2000 batches, 40 jiffies
@@ -80,9 +93,19 @@ for rep in 1 2 3; do
 done
 : >"$d/reruns.txt"
 
-if ! "$top/scripts/bench-report.sh" "$d" >"$d/report.log" 2>&1; then
-	nok "bench-report.sh exits 0"; sed 's/^/#   /' "$d/report.log"; exit 1
-fi
+# The same runs on a KVM host: nothing counted, no marker.
+cp -a "$d/." "$kvm/"
+rm -f "$kvm/windows.txt" "$kvm/pass2/windows.txt"
+# Counted, but no window joined to a run.
+cp -a "$kvm/." "$nowin/"
+echo "counted 6.12.0" >"$nowin/counted"
+echo "counted 6.12.0" >"$d/counted"
+
+for dir in "$d" "$kvm" "$nowin"; do
+	if ! "$top/scripts/bench-report.sh" "$dir" >"$dir/report.log" 2>&1; then
+		nok "bench-report.sh exits 0"; sed 's/^/#   /' "$dir/report.log"; exit 1
+	fi
+done
 ok "bench-report.sh exits 0"
 row() { sed -n "/^## nullb: $wl\$/,\$p" "$d/table.md" | grep "^| $1 |" | head -n 1; }
 check "median IOPS, spread, MB/s, latencies, guest CPU/exits/irq/kicks/batch per I/O, ratios of vhost-blk-mq" \
@@ -92,21 +115,47 @@ check "L2 CPU per I/O of native, '-' where nothing was counted" \
 check "interrupts counted, kicks not (stock driver): '-'" \
 	test "$(row qemu-native)" = "| qemu-native | 1000 | 20% | 3.9 | 100 | 300 | - | - | - | 0.10 | - | - | 0.10 | 1.00 |"
 check "a row that did not run is listed with its reason" grep -q '^- nullb/qemu-threads - not run: a reason$' "$d/table.md"
-t() { grep -F -- "- $1:" "$d/targets.md"; }
-check "target vhost-blk-mq vs aio=native: 2.00x, MET" \
+# IOPS targets: judged where nothing was counted (the KVM case).
+t() { grep -F -- "- $1:" "${2:-$kvm}/targets.md"; }
+check "KVM: target vhost-blk-mq vs aio=native: 2.00x, MET" \
 	test "$(t "vhost-blk-mq vs QEMU aio=native, $wl")" = "- vhost-blk-mq vs QEMU aio=native, $wl: 2.00x (2000 / 1000 IOPS), target 1.60x: MET"
-check "target vhost-blk-mq vs qsd: 1.67x, MET" \
+check "KVM: target vhost-blk-mq vs qsd: 1.67x, MET" \
 	test "$(t "vhost-blk-mq vs qemu-storage-daemon, $wl")" = "- vhost-blk-mq vs qemu-storage-daemon, $wl: 1.67x (2000 / 1200 IOPS), target 1.40x: MET"
-check "target vhost-blk-bio vs aio=native: 1.50x, NOT MET" \
+check "KVM: target vhost-blk-bio vs aio=native: 1.50x, NOT MET" \
 	test "$(t "vhost-blk-bio vs QEMU aio=native, $wl")" = "- vhost-blk-bio vs QEMU aio=native, $wl: 1.50x (1500 / 1000 IOPS), target 1.60x: NOT MET"
-check "target selftest load vs native: 0.70x, NOT MET" \
+check "KVM: target selftest load vs native: 0.70x, NOT MET" \
 	test "$(t "selftest load vs fio native, $wl")" = "- selftest load vs fio native, $wl: 0.70x (7000 / 10000 IOPS), target 0.80x: NOT MET"
 check "a row cut short says how many runs it finished" \
 	grep -q '^| vhost-blk-bio (2 of 3 runs) | 3300 | 0% |' "$d/table.md"
-check "a target from a row cut short is INCOMPLETE, neither met nor not met" \
+check "KVM: a target from a row cut short is INCOMPLETE, neither met nor not met" \
 	test "$(t "guest bio vs request path (vhost-blk), 4k-randread-qd16-j8")" = "- guest bio vs request path (vhost-blk), 4k-randread-qd16-j8: 1.10x (3300 / 3000 IOPS), target 1.00x: INCOMPLETE (2 and 3 of 3 runs), neither met nor not met"
 check "targets without numbers are left out, not reported as met" \
-	bash -c "! grep -q 'randwrite\|MET.*not measured' '$d/targets.md'"
+	bash -c "! grep -q 'randwrite\|MET.*not measured' '$d/targets.md' '$kvm/targets.md'"
+check "KVM: latency target at QD 1 (median of the runs' p50): 70 against 120 us, MET" \
+	test "$(t "vhost-blk-mq vs QEMU aio=native, 4k-randread-qd1")" = "- vhost-blk-mq vs QEMU aio=native, 4k-randread-qd1: median latency 70 us against 120 us, target at most: MET"
+check "KVM: latency target at QD 1: 150 against 120 us, NOT MET" \
+	test "$(t "vhost-blk-bio vs QEMU aio=native, 4k-randread-qd1")" = "- vhost-blk-bio vs QEMU aio=native, 4k-randread-qd1: median latency 150 us against 120 us, target at most: NOT MET"
+check "KVM: targets.md says it judges IOPS, and has no section on counts" \
+	bash -c "grep -qx 'Not counted (KVM, no plugin): the targets are judged on IOPS and latency.' '$kvm/targets.md' &&
+		! grep -q '^## On the counts' '$kvm/targets.md'"
+# Counted (the marker): the same IOPS targets informational, never MET or NOT MET.
+iops_sec() { sed -n '/^## On IOPS and latency/,$p' "$1/targets.md"; }
+iops_informational() { # dir: at least N target lines there, none judged
+	[ "$(iops_sec "$1" | grep -c ': not judged, see counts$')" -ge "$2" ] &&
+		! iops_sec "$1" | grep -q ': MET\|NOT MET\|INCOMPLETE'
+}
+check "counted: IOPS target printed with its ratio, not judged" \
+	test "$(t "vhost-blk-mq vs QEMU aio=native, $wl" "$d")" = "- vhost-blk-mq vs QEMU aio=native, $wl: 2.00x (2000 / 1000 IOPS), target 1.60x: IOPS on TCG: not judged, see counts"
+check "counted: latency target printed, not judged" \
+	test "$(t "vhost-blk-bio vs QEMU aio=native, 4k-randread-qd1" "$d")" = "- vhost-blk-bio vs QEMU aio=native, 4k-randread-qd1: median latency 150 us against 120 us, target at most: latency on TCG: not judged, see counts"
+check "counted: all 8 IOPS and latency targets informational, none MET, NOT MET or INCOMPLETE" iops_informational "$d" 8
+check "counted: the IOPS section says it is informational; the counts are judged" \
+	grep -qx '## On IOPS and latency (same run; backend nullb): informational, not judged' "$d/targets.md"
+check "counted: targets judged on the counts (a MET among them)" \
+	grep -q '^- vhost-blk-mq exits/IO vs QEMU aio=native.*: MET' "$d/targets.md"
+check "counted by the marker alone (no window joined): IOPS still not judged" iops_informational "$nowin" 8
+check "counted by the marker alone: says that no target was judged" \
+	grep -qxF -- '- no counted run was joined to its fio result (windows.txt): no target judged' "$nowin/targets.md"
 check "bar charts drawn (SVG and PNG)" test -s "$d/iops-nullb.svg" -a -s "$d/iops-nullb.png"
 c() { awk -F'\t' -v r="$1" -v w="$wl" '$2 == r && $3 == w' "$d/cost.tsv"; }
 check "cost.tsv has its header" \

@@ -15,9 +15,11 @@
 # nullb-lat (null_blk completing from a timer NULLB_LAT_NS, default 30 us, later)
 # and file (a file on ext4 on a brd RAM disk); the last two with a shorter
 # workload list and only the rows of the targets. REPEAT_ROW=ROW (default
-# qemu-native; not QUICK) measures ROW again at the end of nullb, as ROW@2,
-# with the module parameters REPEAT_PARAMS ("vhost_blk.NAME=VALUE ...") if
-# given; PARAMS sets module parameters for the whole run.
+# qemu-native; empty: none) measures ROW again at the end of nullb, as ROW@2,
+# in a new L3 boot, with the module parameters REPEAT_PARAMS
+# ("vhost_blk.NAME=VALUE ...") if given, on the workloads REPEAT_WORKLOADS
+# (default: all of the run's; QUICK: one, 4k-randread-qd32 or the first of
+# WORKLOADS); PARAMS sets module parameters for the whole run.
 # Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
 # CPU time per workload, and for L3 rows @@KVM lines: the L3 guest's VM exits and
 # injected interrupts, vhost_blk's requests and completion batches, per workload,
@@ -31,6 +33,13 @@ TARGET_ROWS="native qemu-native qsd vhost-blk-mq vhost-blk-bio"
 if [ "$QUICK" = 1 ]; then
 	BACKENDS=${BACKENDS:-nullb}
 	ROWS=${ROWS:-$TARGET_ROWS selftest-load}
+	# One row measured twice in this L2 boot even so, on one workload
+	# (an L3 boot and five fio runs more): its spread is the run's
+	# repeatability.
+	REPEAT_ROW=${REPEAT_ROW-qemu-native}
+	set -- $WORKLOADS
+	REPEAT_WORKLOADS=${REPEAT_WORKLOADS-${1:-4k-randread-qd32}}
+	set --
 else
 	BACKENDS=${BACKENDS:-nullb nullb-lat file}
 	FILE_ROWS=${ROWS:-$TARGET_ROWS}
@@ -297,8 +306,14 @@ for backend in $BACKENDS; do
 	rows=$ROWS
 	[ $backend != nullb ] && rows=${FILE_ROWS:-$ROWS}
 	# REPEAT_ROW: that row once more at the end, as ROW@2, in a new L3 boot
-	# of the same L2 boot: how well a count repeats (benchmarks.rst).
-	[ $backend = nullb ] && [ -n "${REPEAT_ROW:-}" ] && rows="$rows $REPEAT_ROW@2"
+	# of the same L2 boot: how well a count repeats (benchmarks.rst). Only
+	# a row measured a first time: alone it compares with nothing.
+	if [ $backend = nullb ] && [ -n "${REPEAT_ROW:-}" ]; then
+		case " $rows " in
+		*" $REPEAT_ROW "*) rows="$rows $REPEAT_ROW@2" ;;
+		*) note "REPEAT_ROW $REPEAT_ROW is not among the rows ($rows): no ROW@2" ;;
+		esac
+	fi
 	for row in $rows; do
 		r=$backend/$row
 		kind=${row%@*}
@@ -327,8 +342,14 @@ for backend in $BACKENDS; do
 		export SKIP_WLS
 		note "row $r${pair:+ and $pair}"
 		# ROW@2 may run with other module parameters (REPEAT_PARAMS):
-		# a lever off and on in one L2 boot.
-		case $row in *@2) set_params "${REPEAT_PARAMS:-}" ;; esac
+		# a lever off and on in one L2 boot; and on fewer workloads
+		# (REPEAT_WORKLOADS).
+		run_wls=$WORKLOADS
+		case $row in *@2)
+			set_params "${REPEAT_PARAMS:-}"
+			[ -n "${REPEAT_WORKLOADS:-}" ] && WORKLOADS=$REPEAT_WORKLOADS
+			note "row $r: workloads ${WORKLOADS:-all}" ;;
+		esac
 		case $kind in
 		native)
 			QUICK=$wlq MEASURE_CPU=1 $here/workloads.sh "$dev" "$r" ;;
@@ -393,6 +414,7 @@ for backend in $BACKENDS; do
 			fi ;;
 		esac
 		case $row in *@2) set_params "$PARAMS_SAVED" ;; esac
+		WORKLOADS=$run_wls
 	done
 	if [ $backend = file ]; then umount /mnt/bench; rmmod brd; fi
 done

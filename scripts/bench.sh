@@ -3,7 +3,8 @@
 # bench.sh: make bench. Boots one L2 per kernel (KERNELS, default 6.12) and runs every
 # benchmark row on the same backing device in that boot (bench/l2-bench.sh), then
 # writes results/<date>-<kernel>/: fio's JSON per run, table.md, cost.tsv, plots.
-# QUICK=1: null_blk only, the target rows, fewer workloads (about 10 minutes).
+# QUICK=1: null_blk only, the target rows, fewer workloads, one of them measured
+# again in a new L3 boot (REPEAT_ROW@2; about 10 minutes).
 # REPS=N (default 3), ROWS="...", BACKENDS="nullb nullb-lat file" restrict what runs,
 # WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, IOS=N the I/Os
 # of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048).
@@ -48,6 +49,7 @@ run_pass() {
 			[ -n "${IOS_QD1:-}" ] && echo "export IOS_QD1='$IOS_QD1'"
 			[ -n "${REPEAT_ROW+set}" ] && echo "export REPEAT_ROW='$REPEAT_ROW'"
 			[ -n "${REPEAT_PARAMS:-}" ] && echo "export REPEAT_PARAMS='$REPEAT_PARAMS'"
+			[ -n "${REPEAT_WORKLOADS+set}" ] && echo "export REPEAT_WORKLOADS='$REPEAT_WORKLOADS'"
 			[ -n "${PARAMS:-}" ] && echo "export PARAMS='$PARAMS'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
@@ -165,7 +167,7 @@ collect() {
 
 # host_pass RES: the bench on this host itself (KVM works here): no L2.
 host_pass() {
-	local res=$1 krel kdir tree img loaded=0 rc
+	local res=$1 krel kdir tree img loaded=0 rc rwl=()
 	krel=$(uname -r)
 	kdir=/lib/modules/$krel/build
 	[ "$(id -u)" = 0 ] || { echo "bench: on a host with KVM the bench loads modules: run it as root" >&2; return 1; }
@@ -182,6 +184,7 @@ host_pass() {
 		>>"$res/build.log" 2>&1 || { echo "bench: guest image failed: $res/build.log" >&2; return 1; }
 	[ -d /sys/module/vhost_blk ] || loaded=1
 	echo "bench: on this host (KVM): loading vhost_blk, null_blk, brd; guests boot $krel"
+	[ -n "${REPEAT_WORKLOADS+set}" ] && rwl=(REPEAT_WORKLOADS="$REPEAT_WORKLOADS")
 	# A private /tmp: l2-bench.sh keeps its sockets, scripts and guest
 	# directories there.
 	unshare -m -- bash -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' bench env \
@@ -191,7 +194,7 @@ host_pass() {
 		QUICK="${QUICK:-0}" REPS="${REPS:-3}" IOS="${IOS:-262144}" IOS_QD1="${IOS_QD1:-16384}" \
 		ROWS="${ROWS:-}" BACKENDS="${BACKENDS:-}" WORKLOADS="${WORKLOADS:-}" RUNTIME="${RUNTIME:-}" \
 		L3_CPUS="${L3_CPUS:-}" REPEAT_ROW="${REPEAT_ROW-qemu-native}" \
-		PARAMS="${PARAMS:-}" REPEAT_PARAMS="${REPEAT_PARAMS:-}" \
+		PARAMS="${PARAMS:-}" REPEAT_PARAMS="${REPEAT_PARAMS:-}" "${rwl[@]}" \
 		"$TOP/bench/l2-bench.sh" 2>&1 | tee "$res/attempt-1.log" |
 		grep --line-buffered -E '^# |^@@(START|FAIL|RERUN)' | sed -u 's/^@@START \(.*\)@@/  running \1/'
 	rc=${PIPESTATUS[0]}

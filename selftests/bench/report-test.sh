@@ -84,6 +84,16 @@ for r in 1 2 3; do win vhost-blk-bio $r 44000 75 0.00; done
 run qsd base 150
 for r in base 1 2 3; do win qsd $r 50000 100 0.00 100000000 1000; done
 echo "HOST nullb/vhost-blk-mq $wl 2 2000" >"$d/host.txt"
+# REPEAT_ROW: qemu-native measured again in a new L3 boot of the same L2
+# boot (ROW@2). At QD 32 61800 insns/IO, 3.0 % from the first (within 5 %;
+# the first has a busy run); at QD 1 99000 against 90000, 10.0 % (over 5 %).
+for r in 1 2 3; do run qemu-native@2 $r 1000; win qemu-native@2 $r 61800 120 0.00; done
+wl=4k-randread-qd1
+for r in 1 2 3; do
+	run qemu-native@2 $r 500
+	win qemu-native $r 90000 250 0.00; win qemu-native@2 $r 99000 250 0.00
+done
+wl=4k-randread-qd32
 # Pass 2 (a second L2 boot): vhost-blk-mq at 42000 insns/IO, 0.6 exits/IO.
 mkdir -p "$d/pass2/json"
 for rep in 1 2 3; do
@@ -182,6 +192,13 @@ check "cost table in table.md with the ratios to aio=native" \
 	grep -qF '| vhost-blk-mq | 40000 | 5.0% | 0.50 | 0.25 | 0.20 | 0.25 | 41000 | 0.67x, 0.42x, 0.66x | 2000 | 3 |' "$d/table.md"
 check "seed 004 style statistics of the repeated runs (mean, stddev, min, median, max)" \
 	grep -qF "| nullb | vhost-blk-mq | $wl | 40000 | 1000 | 39000 | 40000 | 41000 | 3 |" "$d/table.md"
+rp() { grep -F -- "- nullb qemu-native $1 measured twice in one L2 boot (ROW@2): " "$d/$2"; }
+check "ROW@2 at QD 32: 3.0 % apart, within 5 %, the busy run marked (table.md)" \
+	test "$(rp 4k-randread-qd32 table.md)" = "- nullb qemu-native 4k-randread-qd32 measured twice in one L2 boot (ROW@2): 60000 and 61800 insns/IO, 3.0% apart: within 5 %; exits/IO 1.20 and 1.20 (0.0% apart) [counts taken on a busy box: 1 of 6 runs]"
+check "ROW@2 at QD 1: 10.0 % apart, over 5 %, not repeatable (table.md)" \
+	test "$(rp 4k-randread-qd1 table.md)" = "- nullb qemu-native 4k-randread-qd1 measured twice in one L2 boot (ROW@2): 90000 and 99000 insns/IO, 10.0% apart: over 5 %: counts not repeatable in this run; exits/IO 2.50 and 2.50 (0.0% apart)"
+check "ROW@2 judged in targets.md too" \
+	test "$(rp 4k-randread-qd1 targets.md | grep -c 'over 5 %: counts not repeatable in this run')" = 1
 check "cost charts drawn (SVG and PNG)" test -s "$d/cost-nullb.svg" -a -s "$d/cost-nullb.png"
 [ $fail = 0 ] || sed 's/^/#   /' "$d/table.md" "$d/targets.md" "$d/cost.tsv"
 exit $fail

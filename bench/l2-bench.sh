@@ -99,6 +99,8 @@ if [ "${HOST_MODE:-0}" != 1 ] && [ -w /sys/module/kvm/parameters/halt_poll_ns ];
 	echo 0 >/sys/module/kvm/parameters/halt_poll_ns
 	note "kvm halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns) (halt polling off: counts repeat)"
 fi
+# For the report (its settings for repeatable counts): what it is now.
+echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/null || echo -)@@"
 
 # follow_l3 FILE PID: pass an L3 guest's output (l3run's output file) on as it
 # comes, line by line, until PID (that l3run) has ended, so a row cut short

@@ -25,7 +25,8 @@
 # "@@GUEST ROW WORKLOAD REP IRQS KICKS BUSY@@": virtio-blk queue interrupts, driver
 # notifications (calls of virtqueue_notify, counted by a kprobe; virtio_blk_bio's
 # own counter where kprobes are missing; "-" if neither) and the guest's own busy
-# jiffies (/proc/stat, all vCPUs).
+# jiffies (/proc/stat, all vCPUs); and first "@@IDLE ROW DRIVER GOVERNOR
+# POLLING@@", its idle loop set not to poll (idle_setup below).
 dev=$1 row=$2 dev2=${3:-} row2=${4:-}
 here=$(dirname "$0")
 reps=${REPS:-3}
@@ -81,8 +82,46 @@ mark=
 command -v vbmark >/dev/null && mark=vbmark
 # A window id unique across guests and boots: 60 random bits.
 winid() { local u; read -r u </proc/sys/kernel/random/uuid; u=${u//-/}; echo $((16#${u:0:15})); }
-if [ -r /sys/devices/system/cpu/cpuidle/current_driver ]; then
-	echo "# cpuidle driver: $(cat /sys/devices/system/cpu/cpuidle/current_driver)"
+# The L3 guest's idle loop must not poll: a vCPU that spins before it halts
+# (the haltpoll cpuidle driver and governor, or any driver's POLL state)
+# spins for a time that depends on timing, and the window counts every spin.
+# In an L3 guest (not MEASURE_CPU, which is L2 or a host with KVM, left
+# alone): haltpoll's guest_halt_poll_ns to 0 and the menu governor in its
+# place where it is in use, every POLL idle state disabled; then print
+# "@@IDLE ROW DRIVER GOVERNOR POLLING@@" (POLLING: off, or on if that failed),
+# which the report shows and flags (Documentation/benchmarks.rst).
+idle_setup() {
+	local c=/sys/devices/system/cpu/cpuidle p=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+	local drv=none gov=- poll=off s n x
+	[ -r $c/current_driver ] && read -r drv <$c/current_driver
+	if [ -r $c/current_governor ]; then read -r gov <$c/current_governor
+	elif [ -r $c/current_governor_ro ]; then read -r gov <$c/current_governor_ro; fi
+	if [ "$drv" = haltpoll ] || [ "$gov" = haltpoll ]; then
+		[ -w $p ] && echo 0 >$p
+		if [ "$gov" = haltpoll ] && [ -w $c/current_governor ]; then
+			echo menu >$c/current_governor 2>/dev/null
+			read -r gov <$c/current_governor
+		fi
+	fi
+	for s in /sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*; do
+		[ -r "$s/name" ] || continue
+		read -r n <"$s/name"
+		[ "$n" = POLL ] || continue
+		echo 1 >"$s/disable" 2>/dev/null
+		x=0; [ -r "$s/disable" ] && read -r x <"$s/disable"
+		[ "$x" = 1 ] || poll=on
+	done
+	# the haltpoll governor polls whatever the states say, unless told 0
+	if [ "$gov" = haltpoll ]; then
+		x=-; [ -r $p ] && read -r x <$p
+		[ "$x" = 0 ] || poll=on
+	fi
+	echo "# $1: L3 cpuidle driver $drv, governor $gov, polling $poll"
+	echo "@@IDLE $1 $drv $gov $poll@@"
+}
+if [ "${MEASURE_CPU:-0}" != 1 ]; then
+	idle_setup "$row"
+	[ -n "$row2" ] && idle_setup "$row2"
 fi
 
 run_one() { # dev row name rep

@@ -6,7 +6,8 @@ Inputs (written by scripts/bench.sh into RESULTS_DIR and, for a second pass in
 a fresh L2 boot, RESULTS_DIR/pass2): runs.tsv (one line per fio run, from its
 JSON; bench-report.sh), windows.txt (the vbcount plugin's counts joined to the
 runs: row workload rep boot id insns exits ns l1_other), guest.txt (the L3
-guest's interrupts and kicks), host.txt (L2's context switches).
+guest's interrupts and kicks), host.txt (L2's context switches),
+settings.txt and idle.txt (L2's halt polling, the L3 guests' idle loop).
 
 Outputs in RESULTS_DIR:
   cost-runs.tsv  one line per counted run, both passes
@@ -15,6 +16,8 @@ Outputs in RESULTS_DIR:
   cost.md        the cost tables, the seeds' tables, repeatability (table.md
                  includes it)
   cost-targets.md  the targets judged on the counts
+  settings.md    what was set for repeatable counts (L2 halt polling, the L3
+                 guests' idle loop), flagged where it was not
   cost-<backend>.dat  chart data (insns/IO and exits/IO by workload and row)
 
 Environment: EXIT_COST (instruction equivalents of one VM exit on real
@@ -37,6 +40,11 @@ REPS = int(os.environ.get("REPS", "3"))
 # (ROW@2), for the counts of the run to be called repeatable (issue 13: 5 %
 # at most, on an idle box).
 REPEAT_PCT = 5.0
+
+
+# Rows whose L3 guest's idle loop polled ("IDLE backend/row driver governor
+# on" in idle.txt, bench/workloads.sh): set by settings_md.
+POLLING = set()
 
 
 def row_key(row):
@@ -164,7 +172,8 @@ def summarize(runs):
     for k, rs in groups.items():
         p1 = [r for r in rs if r["pass"] == 1] or rs
         s = {"runs": len(p1), "boots": sorted({r["boot"] for r in p1}),
-             "busy": sum(1 for r in p1 if r["busy"]), "all": rs}
+             "busy": sum(1 for r in p1 if r["busy"]), "all": rs,
+             "polls": "%s/%s" % (k[0], k[1]) in POLLING}
         for n in ("ios", "insns_io", "exits_io", "irqs_io", "kicks_io",
                   "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us"):
             s[n] = med([r[n] for r in p1])
@@ -333,13 +342,18 @@ def repeat_lines(summ):
         if d > REPEAT_PCT:
             v = "over %g %%: counts not repeatable in this run" % REPEAT_PCT
         busy = first["busy"] + s["busy"]
+        note = []
+        if busy:
+            note.append("counts taken on a busy box: %d of %d runs" % (
+                busy, first["runs"] + s["runs"]))
+        if first["polls"] or s["polls"]:
+            note.append("L3 idle loop polled (cpuidle)")
         out.append("- %s %s %s measured twice in one L2 boot (ROW@2): %s and %s "
                    "insns/IO, %.1f%% apart: %s; exits/IO %s and %s (%s apart)%s" % (
                        b, row[:-2], wl, fmt(first["insns_io"]), fmt(s["insns_io"]),
                        d, v, fmt(first["exits_io"], "%.2f"),
                        fmt(s["exits_io"], "%.2f"), fmt(de, "%.1f%%"),
-                       " [counts taken on a busy box: %d of %d runs]" % (
-                           busy, first["runs"] + s["runs"]) if busy else ""))
+                       " [" + "; ".join(note) + "]" if note else ""))
     return out
 
 
@@ -445,6 +459,8 @@ def targets_md(summ):
             note.append("rows from different L2 boots")
         if a["busy"] or b["busy"]:
             note.append("counts taken on a busy box")
+        if a["polls"] or b["polls"]:
+            note.append("L3 idle loop polled (cpuidle), counts not repeatable")
         w("- %s: %.3fx (%s / %s), target %s %.3fx: %s%s" % (
             desc, r, fmt(a[n], "%.3f" if n == "exits_io" else "%.0f"),
             fmt(b[n], "%.3f" if n == "exits_io" else "%.0f"),
@@ -475,6 +491,64 @@ def targets_md(summ):
     return "\n".join(out) + ("\n" if out else "")
 
 
+def settings_md(res, counted):
+    """What was set for repeatable counts (benchmarks.rst): L2 KVM's halt
+    polling ("SET halt_poll_ns N", settings.txt, bench/l2-bench.sh) and the
+    L3 guests' idle loop ("IDLE backend/row driver governor polling",
+    idle.txt, bench/workloads.sh), shown, and flagged where it was not so.
+    Fills POLLING."""
+    out = []
+    w = out.append
+    sets = {}
+    for d in (res, os.path.join(res, "pass2")):
+        for l in read_lines(os.path.join(d, "settings.txt")):
+            f = l.split()
+            if len(f) >= 3 and f[0] == "SET":
+                sets.setdefault(f[1], []).append(f[2])
+    idle = {}
+    for d in (res, os.path.join(res, "pass2")):
+        for l in read_lines(os.path.join(d, "idle.txt")):
+            f = l.split()
+            if len(f) < 5 or f[0] != "IDLE":
+                continue
+            # a row run again (the flake): the last boot's settings, but
+            # polling in any of its boots counts
+            old = idle.get(f[1])
+            poll = f[4] if not old or old[2] != "on" else "on"
+            idle[f[1]] = (f[2], f[3], poll)
+    if not sets and not idle:
+        return ""
+    w("## Settings for repeatable counts")
+    w("")
+    hp = sets.get("halt_poll_ns")
+    if hp:
+        vals = sorted(set(hp))
+        line = "- L2 KVM halt_poll_ns: %s" % ", ".join(vals)
+        if vals == ["0"]:
+            line += " (halt polling off)"
+        elif counted:
+            line += (" -- FLAG: halt polling on in L2, an L3 vCPU that halts spins "
+                     "for a time that depends on timing: counts not repeatable")
+        else:
+            line += " (the host's own setting, left alone)"
+        w(line)
+    groups = {}
+    for row, v in idle.items():
+        groups.setdefault(v, []).append(row)
+        if v[2] == "on":
+            POLLING.add(row)
+    for (drv, gov, poll), rows in sorted(groups.items()):
+        line = "- L3 cpuidle: driver %s, governor %s, polling %s: %s" % (
+            drv, gov, poll, ", ".join(sorted(rows)))
+        if poll == "on":
+            line += (" -- FLAG: the L3 idle loop polls (%s), for a time that depends "
+                     "on timing: counts of these rows not repeatable" % drv)
+        w(line)
+    if not idle and counted:
+        w("- L3 cpuidle: not recorded (no @@IDLE line)")
+    return "\n".join(out) + "\n"
+
+
 def chart_data(res, summ):
     for b in sorted({k[0] for k in summ}):
         rows = sorted({k[1] for k in summ if k[0] == b}, key=row_key)
@@ -497,6 +571,9 @@ def main():
     p2 = os.path.join(res, "pass2")
     if os.path.isdir(p2):
         runs += load_pass(p2, 2)
+    counted = bool(runs) or os.path.exists(os.path.join(res, "counted"))
+    with open(os.path.join(res, "settings.md"), "w") as f:
+        f.write(settings_md(res, counted))
     if not runs:
         for n in ("cost.md", "cost-targets.md"):
             with open(os.path.join(res, n), "w"):

@@ -129,6 +129,10 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 		echo
 		cat cost.md
 	fi
+	if [ -s settings.md ]; then
+		echo
+		cat settings.md
+	fi
 } >table.md
 
 # Targets of the project, each met or not, with the numbers. A counted run
@@ -177,6 +181,11 @@ lat_target() { # description numerator denominator
 		echo "the emulator, not the code)."
 	else
 		echo "Not counted (KVM, no plugin): the targets are judged on IOPS and latency."
+	fi
+	# what was set for repeatable counts, flagged where it was not
+	if [ $counted = 1 ] && [ -s settings.md ]; then
+		echo
+		cat settings.md
 	fi
 	if [ $counted = 1 ]; then
 		echo

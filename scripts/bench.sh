@@ -147,6 +147,9 @@ collect() {
 	grep -h '^@@HOST ' "$res/output.log" | sed 's/@@//g' >"$res/host.txt"
 	grep -h '^@@FAIL ' "$res/output.log" | sed 's/@@//g' >"$res/failures.txt"
 	grep -h '^@@RERUN ' "$res/output.log" | sed 's/@@//g' >"$res/reruns.txt"
+	# what was set for repeatable counts: L2's halt polling, L3's idle loop
+	grep -h '^@@SET ' "$res/output.log" | sed 's/@@//g' >"$res/settings.txt"
+	grep -h '^@@IDLE ' "$res/output.log" | sed 's/@@//g' >"$res/idle.txt"
 	cp "$res/l2-console-$attempt.log" "$res/l2-console.log" 2>/dev/null
 	# "@@WIN ID ROW WL REP@@" in the output, "W ID insns exits ns l1other
 	# vcpu-insns vcpu-exits" in the plugin's file of the L2 boot (attempt)

@@ -110,6 +110,17 @@ rm -f "$kvm/windows.txt" "$kvm/pass2/windows.txt"
 cp -a "$kvm/." "$nowin/"
 echo "counted 6.12.0" >"$nowin/counted"
 echo "counted 6.12.0" >"$d/counted"
+# What was set for repeatable counts (l2-bench.sh, workloads.sh): halt
+# polling off in L2; every L3 idle loop without polling but qsd's, whose
+# haltpoll could not be turned off. The KVM host keeps its own halt
+# polling; the marker-only run had it on in L2.
+echo "SET halt_poll_ns 0" >"$d/settings.txt"
+{
+	for r in qemu-native vhost-blk-mq vhost-blk-bio qemu-native@2; do echo "IDLE nullb/$r none - off"; done
+	echo "IDLE nullb/qsd haltpoll haltpoll on"
+} >"$d/idle.txt"
+echo "SET halt_poll_ns 200000" >"$kvm/settings.txt"
+echo "SET halt_poll_ns 200000" >"$nowin/settings.txt"
 
 for dir in "$d" "$kvm" "$nowin"; do
 	if ! "$top/scripts/bench-report.sh" "$dir" >"$dir/report.log" 2>&1; then
@@ -192,6 +203,18 @@ check "cost table in table.md with the ratios to aio=native" \
 	grep -qF '| vhost-blk-mq | 40000 | 5.0% | 0.50 | 0.25 | 0.20 | 0.25 | 41000 | 0.67x, 0.42x, 0.66x | 2000 | 3 |' "$d/table.md"
 check "seed 004 style statistics of the repeated runs (mean, stddev, min, median, max)" \
 	grep -qF "| nullb | vhost-blk-mq | $wl | 40000 | 1000 | 39000 | 40000 | 41000 | 3 |" "$d/table.md"
+check "settings: L2 halt polling off, shown in targets.md" \
+	grep -qxF -- "- L2 KVM halt_poll_ns: 0 (halt polling off)" "$d/targets.md"
+check "settings: the L3 idle loop of each row, without polling (table.md)" \
+	grep -qxF -- "- L3 cpuidle: driver none, governor -, polling off: nullb/qemu-native, nullb/qemu-native@2, nullb/vhost-blk-bio, nullb/vhost-blk-mq" "$d/table.md"
+check "settings: an L3 that polled when idle is flagged" \
+	grep -qxF -- "- L3 cpuidle: driver haltpoll, governor haltpoll, polling on: nullb/qsd -- FLAG: the L3 idle loop polls (haltpoll), for a time that depends on timing: counts of these rows not repeatable" "$d/targets.md"
+check "settings: a target on counts of a row that polled says so" \
+	grep -qxF -- "- vhost-blk-mq insns/IO vs qemu-storage-daemon, nullb $wl: 0.800x (40000 / 50000), target at most 0.700x: NOT MET [L3 idle loop polled (cpuidle), counts not repeatable]" "$d/targets.md"
+check "settings: halt polling on in L2 of a counted run is flagged" \
+	grep -qF -- "- L2 KVM halt_poll_ns: 200000 -- FLAG: halt polling on in L2" "$nowin/targets.md"
+check "settings: a KVM host's own halt polling is shown, not flagged, not in targets.md" \
+	bash -c "grep -qxF -- '- L2 KVM halt_poll_ns: 200000 (the host'\''s own setting, left alone)' '$kvm/table.md' && ! grep -q halt_poll '$kvm/targets.md'"
 rp() { grep -F -- "- nullb qemu-native $1 measured twice in one L2 boot (ROW@2): " "$d/$2"; }
 check "ROW@2 at QD 32: 3.0 % apart, within 5 %, the busy run marked (table.md)" \
 	test "$(rp 4k-randread-qd32 table.md)" = "- nullb qemu-native 4k-randread-qd32 measured twice in one L2 boot (ROW@2): 60000 and 61800 insns/IO, 3.0% apart: within 5 %; exits/IO 1.20 and 1.20 (0.0% apart) [counts taken on a busy box: 1 of 6 runs]"
@@ -200,5 +223,35 @@ check "ROW@2 at QD 1: 10.0 % apart, over 5 %, not repeatable (table.md)" \
 check "ROW@2 judged in targets.md too" \
 	test "$(rp 4k-randread-qd1 targets.md | grep -c 'over 5 %: counts not repeatable in this run')" = 1
 check "cost charts drawn (SVG and PNG)" test -s "$d/cost-nullb.svg" -a -s "$d/cost-nullb.png"
+# bench/workloads.sh's idle_setup on a fake sysfs: an L3 guest on haltpoll
+# gets guest_halt_poll_ns 0, the menu governor and its POLL states disabled,
+# and says "polling off"; a POLL state it cannot disable is "polling on".
+fake_idle() { # drv gov [stuck]: the @@IDLE line, then poll_ns and the disables
+	local f=$d/fake c
+	rm -rf "$f"
+	mkdir -p "$f/sys/devices/system/cpu/cpuidle" "$f/sys/module/haltpoll/parameters"
+	echo "$1" >"$f/sys/devices/system/cpu/cpuidle/current_driver"
+	echo "$2" >"$f/sys/devices/system/cpu/cpuidle/current_governor"
+	echo 200000 >"$f/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+	for c in 0 1; do
+		mkdir -p "$f/sys/devices/system/cpu/cpu$c/cpuidle/state0" "$f/sys/devices/system/cpu/cpu$c/cpuidle/state1"
+		echo POLL >"$f/sys/devices/system/cpu/cpu$c/cpuidle/state0/name"
+		echo HALT >"$f/sys/devices/system/cpu/cpu$c/cpuidle/state1/name"
+		echo 0 >"$f/sys/devices/system/cpu/cpu$c/cpuidle/state0/disable"
+		echo 0 >"$f/sys/devices/system/cpu/cpu$c/cpuidle/state1/disable"
+	done
+	# a disable file that cannot be written (even by root): a directory
+	[ -n "${3:-}" ] && { rm "$f/sys/devices/system/cpu/cpu1/cpuidle/state0/disable"; mkdir "$f/sys/devices/system/cpu/cpu1/cpuidle/state0/disable"; }
+	eval "$(sed -n '/^idle_setup() {$/,/^}$/p' "$top/bench/workloads.sh" | sed "s#/sys/#$f/sys/#g")"
+	idle_setup nullb/x 2>/dev/null | grep '^@@IDLE'
+	cat "$f/sys/module/haltpoll/parameters/guest_halt_poll_ns" "$f"/sys/devices/system/cpu/cpu[01]/cpuidle/state[01]/disable 2>/dev/null | tr '\n' ' '
+}
+check "workloads.sh: haltpoll in an L3 guest: polling turned off (poll_ns 0, menu, POLL disabled)" \
+	test "$(fake_idle haltpoll haltpoll)" = "@@IDLE nullb/x haltpoll menu off@@
+0 1 0 1 0 "
+check "workloads.sh: no cpuidle driver: nothing polls, said so" \
+	test "$(fake_idle none menu | head -n 1)" = "@@IDLE nullb/x none menu off@@"
+check "workloads.sh: a POLL state that stays enabled is reported as polling on" \
+	test "$(fake_idle acpi_idle menu stuck | head -n 1)" = "@@IDLE nullb/x acpi_idle menu on@@"
 [ $fail = 0 ] || sed 's/^/#   /' "$d/table.md" "$d/targets.md" "$d/cost.tsv"
 exit $fail

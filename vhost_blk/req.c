@@ -115,6 +115,11 @@ static void vhost_blk_submit_rw(struct vhost_blk_req *req,
 	ssize_t ret;
 
 	init_sync_kiocb(iocb, file);
+	/*
+	 * SET_BACKEND refuses O_APPEND, but fcntl() on another descriptor of
+	 * the same file can set it later: the guest's sector is the position.
+	 */
+	iocb->ki_flags &= ~IOCB_APPEND;
 	iocb->ki_pos = req->sector << SECTOR_SHIFT;
 	iocb->ki_complete = vhost_blk_rw_complete;
 	/* No cache the guest could flush: the write is stable when done. */

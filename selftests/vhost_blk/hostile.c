@@ -617,6 +617,17 @@ static void ioctl_cases(struct vbt_mem *m)
 	/* The old backend again, whatever happened. */
 	ok = !vbt_attach(&d, bfd, 0, 1, NULL) && ok;
 	verdict(ok, serves(&d, m, 15), "SET_BACKEND with an O_APPEND fd -> EINVAL");
+
+	/*
+	 * O_APPEND set afterwards on the open file the device holds (fcntl on
+	 * any descriptor of it): a write must still land at its own sector.
+	 */
+	e = fcntl(bfd, F_GETFL);
+	ok = e >= 0 && !fcntl(bfd, F_SETFL, e | O_APPEND) && serves(&d, m, 16);
+	if (e >= 0)
+		fcntl(bfd, F_SETFL, e);
+	verdict(ok, serves(&d, m, 17),
+		"O_APPEND set on the backend after SET_BACKEND: writes stay at their sector");
 	vbt_dev_close(&d);
 
 	fd = open("/dev/vhost-blk", O_RDWR);

@@ -61,7 +61,7 @@ echo "KVM nullb/vhost-blk-mq $wl 2 4000 2100 8000 2000" >"$d/kvm.txt"
 echo "KVM nullb/vhost-blk-mq $wl 1 9999 9999 9999 1" >>"$d/kvm.txt"
 echo "GUEST nullb/vhost-blk-mq $wl 2 2000 1600 40" >"$d/guest.txt"
 echo "GUEST nullb/qemu-native $wl 2 400 -" >>"$d/guest.txt"
-echo "FAIL nullb/qemu-threads - not run: a reason" >"$d/failures.txt"
+echo "FAIL nullb/qemu-io_uring - not run: a reason" >"$d/failures.txt"
 # Counted windows (windows.txt: row workload rep boot id insns exits ns
 # l1_other). I/Os per run = IOPS x 4 (the fixture's JSON above). vhost-blk-mq:
 # 39000, 40000, 41000 insns/IO and 0.5 exits/IO; qemu-native: 60000 insns/IO,
@@ -93,6 +93,35 @@ for r in 1 2 3; do
 	run qemu-native@2 $r 500
 	win qemu-native $r 90000 250 0.00; win qemu-native@2 $r 99000 250 0.00
 done
+wl=4k-randread-qd32
+# The seeds' tables. Seed 000, QEMU aio=threads against aio=native on 16k
+# writes at QD 74: 70000 against 56000 insns/IO (1.25x), 2.0 against 1.5
+# exits/IO, 900 against 1100 IOPS.
+wl=16k-write-qd74
+for r in 1 2 3; do
+	run qemu-threads $r 900; win qemu-threads $r 70000 200 0.00
+	run qemu-native $r 1100; win qemu-native $r 56000 150 0.00
+done
+# Seed 002, request against bio path in the aio-stress shape: sequential
+# read 45000 against 43000 insns/IO (0.96x, at most 1.03x: MET), random
+# read 46000 against 47840 (1.04x, at most 1.00x: NOT MET).
+wl=aio-stress-8k-read-t64
+for r in 1 2 3; do
+	run vhost-blk-mq $r 2500; win vhost-blk-mq $r 45000 40 0.00
+	run vhost-blk-bio $r 2600; win vhost-blk-bio $r 43000 38 0.00
+done
+wl=aio-stress-8k-randread-t64
+for r in 1 2 3; do
+	run vhost-blk-mq $r 2500; win vhost-blk-mq $r 46000 50 0.00
+	run vhost-blk-bio $r 2600; win vhost-blk-bio $r 47840 50 0.00
+done
+# Seed 001, what batching saves: qemu-native at QD 1, 32, 128: 90000
+# (above), 60000, 55000 insns/IO; vhost-blk-mq at QD 1 70000 insns/IO and
+# 0.9 exits/IO, no QD 128 run; vhost-blk-bio has no count at QD 1.
+wl=4k-randread-qd1
+for r in 1 2 3; do win vhost-blk-mq $r 70000 90 0.00; done
+wl=4k-randread-qd128
+for r in 1 2 3; do run qemu-native $r 1100; win qemu-native $r 55000 100 0.00; done
 wl=4k-randread-qd32
 # Pass 2 (a second L2 boot): vhost-blk-mq at 42000 insns/IO, 0.6 exits/IO.
 mkdir -p "$d/pass2/json"
@@ -135,7 +164,7 @@ check "L2 CPU per I/O of native, '-' where nothing was counted" \
 	test "$(row native)" = "| native | 10000 | 20% | 39.1 | 100 | 300 | 20.0 | - | - | - | - | - | 1.00 | 10.00 |"
 check "interrupts counted, kicks not (stock driver): '-'" \
 	test "$(row qemu-native)" = "| qemu-native | 1000 | 20% | 3.9 | 100 | 300 | - | - | - | 0.10 | - | - | 0.10 | 1.00 |"
-check "a row that did not run is listed with its reason" grep -q '^- nullb/qemu-threads - not run: a reason$' "$d/table.md"
+check "a row that did not run is listed with its reason" grep -q '^- nullb/qemu-io_uring - not run: a reason$' "$d/table.md"
 # IOPS targets: judged where nothing was counted (the KVM case).
 t() { grep -F -- "- $1:" "${2:-$kvm}/targets.md"; }
 check "KVM: target vhost-blk-mq vs aio=native: 2.00x, MET" \
@@ -169,12 +198,12 @@ check "counted: IOPS target printed with its ratio, not judged" \
 	test "$(t "vhost-blk-mq vs QEMU aio=native, $wl" "$d")" = "- vhost-blk-mq vs QEMU aio=native, $wl: 2.00x (2000 / 1000 IOPS), target 1.60x: IOPS on TCG: not judged, see counts"
 check "counted: latency target printed, not judged" \
 	test "$(t "vhost-blk-bio vs QEMU aio=native, 4k-randread-qd1" "$d")" = "- vhost-blk-bio vs QEMU aio=native, 4k-randread-qd1: median latency 150 us against 120 us, target at most: latency on TCG: not judged, see counts"
-check "counted: all 8 IOPS and latency targets informational, none MET, NOT MET or INCOMPLETE" iops_informational "$d" 8
+check "counted: all 10 IOPS and latency targets informational, none MET, NOT MET or INCOMPLETE" iops_informational "$d" 10
 check "counted: the IOPS section says it is informational; the counts are judged" \
 	grep -qx '## On IOPS and latency (same run; backend nullb): informational, not judged' "$d/targets.md"
 check "counted: targets judged on the counts (a MET among them)" \
 	grep -q '^- vhost-blk-mq exits/IO vs QEMU aio=native.*: MET' "$d/targets.md"
-check "counted by the marker alone (no window joined): IOPS still not judged" iops_informational "$nowin" 8
+check "counted by the marker alone (no window joined): IOPS still not judged" iops_informational "$nowin" 10
 check "counted by the marker alone: says that no target was judged" \
 	grep -qxF -- '- no counted run was joined to its fio result (windows.txt): no target judged' "$nowin/targets.md"
 check "bar charts drawn (SVG and PNG)" test -s "$d/iops-nullb.svg" -a -s "$d/iops-nullb.png"
@@ -201,6 +230,25 @@ check "target on instructions: vhost-blk-bio 0.880x qemu-storage-daemon, NOT MET
 	grep -qF -- "- vhost-blk-bio insns/IO vs qemu-storage-daemon, nullb $wl: 0.880x (44000 / 50000), target at most 0.700x: NOT MET" "$d/targets.md"
 check "cost table in table.md with the ratios to aio=native" \
 	grep -qF '| vhost-blk-mq | 40000 | 5.0% | 0.50 | 0.25 | 0.20 | 0.25 | 41000 | 0.67x, 0.42x, 0.66x | 2000 | 3 |' "$d/table.md"
+check "seed 000 table: aio=threads against aio=native, 16k write QD 74" \
+	grep -qxF '| 16k-write-qd74 | 70000 | 56000 | 1.25x | 2.00 | 1.50 | 900 | 1100 |' "$d/table.md"
+seed_rows() { # the rows of the table under the paragraph starting with $1
+	awk -v h="$1" 'index($0, h) == 1 { s = 1; next } s == 1 && /^\|---/ { s = 2; next }
+		s == 2 && /^\| / { print; next } s == 2 { exit }' "$d/table.md"
+}
+check "seed 002 table: request against bio path, aio-stress shape, in the seed's order (write, read, randwrite, randread)" \
+	test "$(seed_rows 'Request path against bio path')" = "| aio-stress-8k-read-t64 | 45000 | 43000 | 0.96x | 0.40 | 0.38 | 2500 | 2600 |
+| aio-stress-8k-randread-t64 | 46000 | 47840 | 1.04x | 0.50 | 0.50 | 2500 | 2600 |"
+check "seed 002 in targets: bio path sequential at most 1.03x MET, random at most 1.00x NOT MET" \
+	bash -c "grep -qxF -- '- guest bio vs request path insns/IO (vhost-blk), sequential nullb aio-stress-8k-read-t64: 0.956x (43000 / 45000), target at most 1.030x: MET' '$d/targets.md' &&
+		grep -qxF -- '- guest bio vs request path insns/IO (vhost-blk), nullb aio-stress-8k-randread-t64: 1.040x (47840 / 46000), target at most 1.000x: NOT MET' '$d/targets.md'"
+check "seed 001 table: what batching saves, QD 1 against 32 and 128; rows without a count at QD 1 left out" \
+	test "$(seed_rows 'What batching saves')" = "| qemu-native | randread | 90000 | 60000 | 55000 | 30000 | 2.50 | 1.20 |
+| vhost-blk-mq | randread | 70000 | 40000 | - | 30000 | 0.90 | 0.50 |"
+check "cross-boot median and spread in the cost table (boots column)" \
+	grep -qF "| vhost-blk-mq | 40000 | 5.0% | 0.50 | 0.25 | 0.20 | 0.25 | 41000 | 0.67x, 0.42x, 0.66x | 2000 | 3 | 2: 41000 insns/IO, spread 4.9% |" "$d/table.md"
+check "cross-boot median and spread under Repeatability, only for rows measured in two boots" \
+	test "$(grep 'across .* L2 boots' "$d/table.md")" = "- nullb vhost-blk-mq $wl across 2 L2 boots: insns/IO 41000 (spread 4.9%), exits/IO 0.55 (spread 18.2%)"
 check "seed 004 style statistics of the repeated runs (mean, stddev, min, median, max)" \
 	grep -qF "| nullb | vhost-blk-mq | $wl | 40000 | 1000 | 39000 | 40000 | 41000 | 3 |" "$d/table.md"
 check "settings: L2 halt polling off, shown in targets.md" \

@@ -9,6 +9,9 @@
 #   - a window opened and never closed, then another one: the first is
 #     dropped, never merged into the second;
 #   - a close that matches no open window: reported, counts nothing;
+#   - a window still open when the VM ends (the guest script's last act):
+#     dropped at QEMU's exit ("D id still-open-at-exit"), never reported
+#     as a window;
 #   - an L3 guest (nested KVM) executing 5,000 CPUIDs in a window: each one
 #     is an L3 exit, so the window must count 5,000 to 5,500 exits (timer
 #     and other exits of those milliseconds come on top).
@@ -35,7 +38,8 @@ ok "the plugin builds against the installed QEMU's plugin header"
 accel=$("$top/scripts/vm.sh" --kernel "$rel" --print-accel 2>/dev/null)
 if [ "$accel" != tcg ]; then
 	why="VMs run under KVM here, the plugin counts TCG only"
-	for c in "loop count" "unclosed window dropped" "unmatched close" "L3 exits"; do skip "$c"; done
+	for c in "loop count" "unclosed window dropped" "unmatched close" "L3 exits" \
+		"window open at exit dropped"; do skip "$c"; done
 	exit 0
 fi
 
@@ -47,6 +51,7 @@ vbmark close 1004
 printf 'vbmark cpuid 5000 1005\n' >/tmp/l3.sh
 l3run -t 240 -c 2 /tmp/l3.sh
 echo "l3run status $?"
+vbmark open 1006
 X
 # The L3 guest may meet the nested-SVM-under-TCG flake (testing.rst): a
 # guest that reset itself runs again, twice at most.
@@ -93,6 +98,11 @@ if grep -q $'^X\t1004\t' "$out/windows.tsv" && [ -z "$(win 1004)" ]; then
 	ok "a close without its open is reported and counts nothing"
 else
 	nok "a close without its open is reported and counts nothing"
+fi
+if grep -q $'^D\t1006\tstill-open-at-exit$' "$out/windows.tsv" && [ -z "$(win 1006)" ]; then
+	ok "a window still open when the VM ends is dropped, not counted"
+else
+	nok "a window still open when the VM ends is dropped, not counted (want \"D 1006 still-open-at-exit\" and no W 1006)"
 fi
 w=$(win 1005)
 read -r _ _ insns exits _ <<<"$w"

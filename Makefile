@@ -163,7 +163,8 @@ check:
 demo:
 	scripts/demo.sh $(if $(KERNEL),--kernel $(KERNEL))
 
-# KERNELS=6.12 (default) QUICK=1 REPS=3 ROWS="..." BACKENDS="nullb nullb-lat file" IOS=8192
+# KERNELS=6.12 (default) QUICK=1 REPS=3 ROWS="..." BACKENDS="nullb nullb-lat file" IOS=8192,
+# and the variables of Documentation/benchmarks.rst ("Running it"), passed on to scripts/bench.sh
 bench:
 	KERNELS="$(or $(KERNELS),6.12)" QUICK="$(QUICK)" scripts/bench.sh
 
@@ -191,8 +192,10 @@ help:
 	@echo '  demo            vhost_blk under stock QEMU end to end, fio table (KERNEL=6.1|6.12)'
 	@echo '  bench           benchmark tables, cost.tsv (instructions and VM exits per I/O, counted'
 	@echo '                  under TCG by tools/cost-plugin) + plots in results/<date>-<kernel>/;'
-	@echo '                  QUICK=1 short; ROWS=, BACKENDS=, WORKLOADS=, REPS=, IOS=, PASSES=, L3_CPUS=:'
-	@echo '                  Documentation/benchmarks.rst'
+	@echo '                  KERNELS= (default 6.12); QUICK=1 short; ROWS=, BACKENDS=, WORKLOADS=,'
+	@echo '                  REPS=, IOS=, IOS_QD1=, RUNTIME=, PASSES=, L2_CPUS=, L3_CPUS=, PARAMS=,'
+	@echo '                  REPEAT_ROW=, REPEAT_WORKLOADS=, REPEAT_PARAMS=, EXIT_COST=, BUSY_CPUS=,'
+	@echo '                  BENCH_NESTED=1: Documentation/benchmarks.rst'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'
 	@echo '           PREFIX=/usr/local DESTDIR= TEST_KERNELS_DIR= (default build/kernels)'

@@ -16,9 +16,11 @@
 #             until killed; prints FIO-RUNNING first.
 # MODE flush  O_SYNC direct writes on the bio path (flush order, see
 #             selftests/l2/41-e2e-flush-order.sh)
-# MODE durable fsync|nosync N  write N known 4 KiB blocks, each reported
-#             ("ACK k") after its write (nosync) or its write + fsync
-#             (fsync) completed; then DURABLE-DONE and wait to be killed.
+# MODE durable N SERIAL:BIO:fsync|nosync...  for each disk, found by its
+#             serial, in turn: virtio_blk_bio loaded with use_bio=BIO, N known
+#             4 KiB blocks written, each reported ("ACK SERIAL k") after its
+#             write (nosync) or its write + fsync (fsync) completed; then
+#             DURABLE-DONE and wait to be killed.
 set -u
 mode=${1:-data}
 fail=0
@@ -158,13 +160,32 @@ flush)
 	flush_order
 	;;
 durable)
-	load "${E2E_BIO:-0}" || { nok "load for the durability run"; exit 1; }
-	conv=; [ "$2" = fsync ] && conv=conv=fsync
-	for k in $(seq 0 $(($3 - 1))); do
-		yes "DURABLE block $k vhost-blk" | head -c 4096 >/tmp/blk
-		dd if=/tmp/blk of=$DEV bs=4096 seek=$k count=1 oflag=direct $conv \
-			2>/dev/null || { echo "write $k failed"; exit 1; }
-		echo "ACK $k"
+	n=$2; shift 2
+	loaded=
+	for spec in "$@"; do
+		IFS=: read -r serial bio sync <<<"$spec"
+		if [ "$loaded" != "$bio" ]; then
+			[ -z "$loaded" ] || unload || { echo "rmmod failed"; exit 1; }
+			load "$bio" || { nok "load for the durability run"; exit 1; }
+			loaded=$bio
+		fi
+		dev=
+		for _ in $(seq 100); do
+			for d in /sys/block/vd*; do
+				[ "$(cat "$d/serial" 2>/dev/null)" = "$serial" ] && dev=/dev/${d##*/}
+			done
+			[ -n "$dev" ] && break
+			sleep 0.1
+		done
+		[ -n "$dev" ] || { echo "no disk with serial $serial"; exit 1; }
+		echo "path $serial $(sed -n 's/^path //p' "/sys/block/${dev#/dev/}/driver_stats")"
+		conv=; [ "$sync" = fsync ] && conv=conv=fsync
+		for k in $(seq 0 $((n - 1))); do
+			yes "DURABLE block $k vhost-blk" | head -c 4096 >/tmp/blk
+			dd if=/tmp/blk of="$dev" bs=4096 seek="$k" count=1 oflag=direct $conv \
+				2>/dev/null || { echo "write $serial $k failed"; exit 1; }
+			echo "ACK $serial $k"
+		done
 	done
 	echo DURABLE-DONE
 	sleep 600

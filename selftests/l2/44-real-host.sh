@@ -53,6 +53,11 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	[ -n "${udevd:-}" ] && kill "$udevd" 2>/dev/null
 	chmod 600 /dev/ttyS2 2>/dev/null; chmod 644 /dev/kmsg 2>/dev/null
+	# The tests after this one find L2's modules where they were.
+	rmmod vhost_blk 2>/dev/null
+	rm -rf /lib/modules/$REL/updates/vhost_blk /lib/modules/$REL/updates/virtio_blk_bio
+	mv $D/extra/*.ko /lib/modules/$REL/extra/ 2>/dev/null
+	depmod -a "$REL" 2>/dev/null
 }
 trap cleanup EXIT
 
@@ -63,7 +68,9 @@ udevd=$(pidof systemd-udevd)
 check "udevd runs" test -n "$udevd" || exit 1
 
 # A host has no copy of the modules but the ones make install puts there.
-rm -f /lib/modules/$REL/extra/vhost_blk.ko /lib/modules/$REL/extra/virtio_blk_bio.ko
+# (Moved aside, and back when the test ends.)
+mkdir -p $D/extra
+mv /lib/modules/$REL/extra/vhost_blk.ko /lib/modules/$REL/extra/virtio_blk_bio.ko $D/extra/
 
 # ---- make install: its files, then what it does on the machine itself --------
 # (Entry by entry: copying "$H/." would give / the staging directory's mode.)

@@ -139,19 +139,24 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 		br->in_len = VIRTIO_BLK_ID_BYTES;
 		break;
 	default:
-		sector = bio->bi_iter.bi_sector;
 		switch (bio_op(bio)) {
 		case REQ_OP_READ:
 			type = VIRTIO_BLK_T_IN;
+			sector = bio->bi_iter.bi_sector;
 			n = vbb_map_bio(vb, br, bio);
 			break;
 		case REQ_OP_WRITE:
 			type = VIRTIO_BLK_T_OUT;
+			sector = bio->bi_iter.bi_sector;
 			write = true;
 			n = vbb_map_bio(vb, br, bio);
 			break;
 		case REQ_OP_DISCARD:
 		case REQ_OP_WRITE_ZEROES:
+			/*
+			 * The range is in the segment; the spec has the
+			 * header's sector 0 for these types.
+			 */
 			if (bio_op(bio) == REQ_OP_DISCARD) {
 				type = VIRTIO_BLK_T_DISCARD;
 				br->range.flags = 0;
@@ -160,7 +165,7 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 				br->range.flags = cpu_to_le32(bio->bi_opf & REQ_NOUNMAP ?
 					0 : VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
 			}
-			br->range.sector = cpu_to_le64(sector);
+			br->range.sector = cpu_to_le64(bio->bi_iter.bi_sector);
 			br->range.num_sectors = cpu_to_le32(bio_sectors(bio));
 			sg_init_one(&br->sg[0], &br->range, sizeof(br->range));
 			sgs[(*out)++] = &br->sg[0];

@@ -68,10 +68,16 @@ void vbb_bio_cache_exit(void)
 	kmem_cache_destroy(vbb_breq_cache);
 }
 
-static void vbb_put_inflight(struct vbb_dev *vb)
+/*
+ * The last reference dropped after vbb_bio_drain() killed the count: the
+ * drain's wait ends. Nothing touches vb after the complete(): the waiter may
+ * free it as soon as it returns.
+ */
+static void vbb_ref_release(struct percpu_ref *ref)
 {
-	if (atomic_dec_and_test(&vb->inflight))
-		wake_up_all(&vb->inflight_wq);
+	struct vbb_dev *vb = container_of(ref, struct vbb_dev, ref);
+
+	complete(&vb->drained);
 }
 
 /* Map the bio's data into br->sg; returns the entry count or -EIO. */
@@ -240,7 +246,7 @@ static void vbb_unplug(struct blk_plug_cb *cb, bool from_schedule)
 		vbb_notify_prepared(q, kick);
 	}
 	/* the plug held a reference so that removal waits for us */
-	vbb_put_inflight(vb);
+	percpu_ref_put(&vb->ref);
 }
 
 /* True if the caller holds a plug and the kick can wait for the unplug. */
@@ -255,7 +261,8 @@ static bool vbb_plugged(struct vbb_dev *vb)
 	pcb = container_of(cb, struct vbb_plug_cb, cb);
 	if (!pcb->armed) {
 		pcb->armed = true;
-		atomic_inc(&vb->inflight);
+		/* our caller holds a reference: the count is not zero */
+		percpu_ref_get(&vb->ref);
 	}
 	return true;
 }
@@ -275,7 +282,7 @@ static void vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
 	bio_end_io_acct(bio, br->start);
 	mempool_free(br, vb->breq_pool);
 	bio_endio(bio);
-	vbb_put_inflight(vb);
+	percpu_ref_put(&vb->ref);
 }
 
 /*
@@ -511,7 +518,7 @@ void vbb_bio_submit(struct bio *bio)
 	br->stage = bio->bi_opf & REQ_PREFLUSH ? VBB_STAGE_PREFLUSH :
 		VBB_STAGE_DATA;
 
-	atomic_inc(&vb->inflight);
+	percpu_ref_get(&vb->ref);
 	br->start = bio_start_io_acct(bio);
 	err = vbb_queue_first(vb, br, nowait);
 	if (!err)
@@ -526,7 +533,7 @@ void vbb_bio_submit(struct bio *bio)
 			BLK_STS_IOERR;
 		bio_endio(bio);
 	}
-	vbb_put_inflight(vb);
+	percpu_ref_put(&vb->ref);
 }
 
 int vbb_bio_get_id(struct vbb_dev *vb, char *buf)
@@ -542,14 +549,14 @@ int vbb_bio_get_id(struct vbb_dev *vb, char *buf)
 	br->buf = buf;
 	br->wait = &done;
 
-	atomic_inc(&vb->inflight);
+	percpu_ref_get(&vb->ref);
 	err = vbb_queue_first(vb, br, false);
 	if (!err) {
 		wait_for_completion(&done);
 		err = blk_status_to_errno(br->result);
 	}
 	kfree(br);
-	vbb_put_inflight(vb);
+	percpu_ref_put(&vb->ref);
 	return err;
 }
 
@@ -571,10 +578,15 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 		if (vb->cpu_vq[cpu] >= vb->num_vqs)
 			vb->cpu_vq[cpu] = 0;
 
-	vb->breq_pool = mempool_create_slab_pool(16, vbb_breq_cache);
-	if (!vb->breq_pool) {
+	init_completion(&vb->drained);
+	if (percpu_ref_init(&vb->ref, vbb_ref_release, 0, GFP_KERNEL)) {
 		kfree(vb->cpu_vq);
 		vb->cpu_vq = NULL;
+		return ERR_PTR(-ENOMEM);
+	}
+	vb->breq_pool = mempool_create_slab_pool(16, vbb_breq_cache);
+	if (!vb->breq_pool) {
+		vbb_bio_destroy(vb);
 		return ERR_PTR(-ENOMEM);
 	}
 
@@ -584,16 +596,29 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 	return disk;
 }
 
-/* After del_gendisk(): wait until every bio and plug callback is done. */
+/*
+ * After del_gendisk() or with the queue frozen: wait until every bio, GET_ID
+ * and plug callback is done. The completion, not the count, tells the waiter:
+ * the last put cannot touch vb after the waiter has seen zero.
+ */
 void vbb_bio_drain(struct vbb_dev *vb)
 {
-	wait_event(vb->inflight_wq, !atomic_read(&vb->inflight));
+	percpu_ref_kill(&vb->ref);
+	wait_for_completion(&vb->drained);
+}
+
+/* After a drain: count again (->restore). */
+void vbb_bio_reopen(struct vbb_dev *vb)
+{
+	reinit_completion(&vb->drained);
+	percpu_ref_reinit(&vb->ref);
 }
 
 void vbb_bio_destroy(struct vbb_dev *vb)
 {
 	mempool_destroy(vb->breq_pool);
 	vb->breq_pool = NULL;
+	percpu_ref_exit(&vb->ref);
 	kfree(vb->cpu_vq);
 	vb->cpu_vq = NULL;
 }

@@ -645,8 +645,6 @@ static int vbb_probe(struct virtio_device *vdev)
 	vb->bio_path = READ_ONCE(use_bio);
 	mutex_init(&vb->vdev_mutex);
 	INIT_WORK(&vb->config_work, vbb_config_work);
-	atomic_set(&vb->inflight, 0);
-	init_waitqueue_head(&vb->inflight_wq);
 
 	err = vbb_init_vqs(vb);
 	if (err)
@@ -794,7 +792,9 @@ static int vbb_restore(struct virtio_device *vdev)
 		blk_mark_disk_dead(vb->disk);
 	else
 		dev_info(&vdev->dev, "[%s] restored\n", vb->disk->disk_name);
-	if (!vb->bio_path)
+	if (vb->bio_path)
+		vbb_bio_reopen(vb);
+	else
 		blk_mq_unquiesce_queue(q);
 	blk_mq_unfreeze_queue(q);
 	return err;

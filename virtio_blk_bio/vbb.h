@@ -8,8 +8,10 @@
 
 #include <linux/blkdev.h>
 #include <linux/blk-mq.h>
+#include <linux/completion.h>
 #include <linux/mempool.h>
 #include <linux/mutex.h>
+#include <linux/percpu-refcount.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
 #include <linux/virtio.h>
@@ -67,8 +69,13 @@ struct vbb_dev {
 	/* bio path */
 	unsigned int *cpu_vq;
 	mempool_t *breq_pool;
-	atomic_t inflight;
-	wait_queue_head_t inflight_wq;
+	/*
+	 * One reference per bio in progress, GET_ID and armed plug callback;
+	 * killed by vbb_bio_drain(), whose wait ends when the last one is
+	 * dropped (drained completes).
+	 */
+	struct percpu_ref ref;
+	struct completion drained;
 	atomic64_t preflushes;
 	atomic64_t fua_flushes;
 };
@@ -108,6 +115,7 @@ void vbb_bio_done(struct virtqueue *vq);
 struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 				    struct queue_limits *lim);
 void vbb_bio_drain(struct vbb_dev *vb);
+void vbb_bio_reopen(struct vbb_dev *vb);
 void vbb_bio_destroy(struct vbb_dev *vb);
 int vbb_bio_get_id(struct vbb_dev *vb, char *buf);
 void vbb_bio_submit(struct bio *bio);

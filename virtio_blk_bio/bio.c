@@ -579,7 +579,9 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 			vb->cpu_vq[cpu] = 0;
 
 	init_completion(&vb->drained);
-	if (percpu_ref_init(&vb->ref, vbb_ref_release, 0, GFP_KERNEL)) {
+	/* ALLOW_REINIT: the per-CPU counters must survive a drain */
+	if (percpu_ref_init(&vb->ref, vbb_ref_release, PERCPU_REF_ALLOW_REINIT,
+			    GFP_KERNEL)) {
 		kfree(vb->cpu_vq);
 		vb->cpu_vq = NULL;
 		return ERR_PTR(-ENOMEM);

@@ -195,4 +195,8 @@ for wl in $wls; do
 		fi
 	done
 done
+# In an L3 guest: L2 reads its counters for the last run when that run's
+# JSON line reaches it, and the devices (and their counters) go away when
+# this guest ends.
+[ "${MEASURE_CPU:-0}" = 1 ] || sleep 1
 exit 0

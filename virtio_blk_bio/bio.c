@@ -80,6 +80,56 @@ static void vbb_ref_release(struct percpu_ref *ref)
 	complete(&vb->drained);
 }
 
+void vbb_bio_set_state(struct vbb_dev *vb, enum vbb_state state)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&vb->state_lock, flags);
+	vb->state = state;
+	spin_unlock_irqrestore(&vb->state_lock, flags);
+	wake_up_all(&vb->state_wq);
+}
+
+static enum vbb_state vbb_bio_state(struct vbb_dev *vb)
+{
+	unsigned long flags;
+	enum vbb_state state;
+
+	spin_lock_irqsave(&vb->state_lock, flags);
+	state = vb->state;
+	spin_unlock_irqrestore(&vb->state_lock, flags);
+	return state;
+}
+
+/*
+ * Take a reference for a new bio or GET_ID: the way past ->freeze, which
+ * kills the count and takes the rings away. While suspended, a submitter
+ * waits for ->restore (or fails with -EAGAIN if it may not sleep); once the
+ * device is removed or could not be restored, it fails with -EIO. The state
+ * is read under its lock only when the count is not live: ->freeze sets
+ * VBB_SUSPENDED before it kills the count, ->restore revives the count
+ * before it sets VBB_LIVE.
+ */
+static int vbb_enter(struct vbb_dev *vb, bool nowait)
+{
+	for (;;) {
+		if (percpu_ref_tryget_live(&vb->ref))
+			return 0;
+		switch (vbb_bio_state(vb)) {
+		case VBB_LIVE:
+			continue;	/* restored meanwhile */
+		case VBB_SUSPENDED:
+			break;
+		default:
+			return -EIO;
+		}
+		if (nowait)
+			return -EAGAIN;
+		wait_event(vb->state_wq,
+			   READ_ONCE(vb->state) != VBB_SUSPENDED);
+	}
+}
+
 /* Map the bio's data into br->sg; returns the entry count or -EIO. */
 static int vbb_map_bio(struct vbb_dev *vb, struct vbb_breq *br,
 		       struct bio *bio)
@@ -499,9 +549,23 @@ void vbb_bio_submit(struct bio *bio)
 		return;
 	}
 
+	err = vbb_enter(vb, nowait);
+	if (err) {
+		if (err == -EAGAIN)
+			bio_wouldblock_error(bio);
+		else
+			bio_io_error(bio);
+		return;
+	}
+	if (unlikely(READ_ONCE(vb->killed))) {
+		bio_io_error(bio);
+		percpu_ref_put(&vb->ref);
+		return;
+	}
 	br = mempool_alloc(vb->breq_pool, nowait ? GFP_NOWAIT : GFP_NOIO);
 	if (!br) {
 		bio_wouldblock_error(bio);
+		percpu_ref_put(&vb->ref);
 		return;
 	}
 	br->bio = bio;
@@ -513,12 +577,12 @@ void vbb_bio_submit(struct bio *bio)
 		/* an empty write without a flush has nothing to do */
 		mempool_free(br, vb->breq_pool);
 		bio_endio(bio);
+		percpu_ref_put(&vb->ref);
 		return;
 	}
 	br->stage = bio->bi_opf & REQ_PREFLUSH ? VBB_STAGE_PREFLUSH :
 		VBB_STAGE_DATA;
 
-	percpu_ref_get(&vb->ref);
 	br->start = bio_start_io_acct(bio);
 	err = vbb_queue_first(vb, br, nowait);
 	if (!err)
@@ -542,20 +606,30 @@ int vbb_bio_get_id(struct vbb_dev *vb, char *buf)
 	struct vbb_breq *br;
 	int err;
 
+	/* the rings may be gone (suspended, not restored): enter first */
+	err = vbb_enter(vb, false);
+	if (err)
+		return err;
+	if (READ_ONCE(vb->killed)) {
+		err = -EIO;
+		goto out;
+	}
 	br = kzalloc(sizeof(*br), GFP_KERNEL);
-	if (!br)
-		return -ENOMEM;
+	if (!br) {
+		err = -ENOMEM;
+		goto out;
+	}
 	br->stage = VBB_STAGE_GET_ID;
 	br->buf = buf;
 	br->wait = &done;
 
-	percpu_ref_get(&vb->ref);
 	err = vbb_queue_first(vb, br, false);
 	if (!err) {
 		wait_for_completion(&done);
 		err = blk_status_to_errno(br->result);
 	}
 	kfree(br);
+out:
 	percpu_ref_put(&vb->ref);
 	return err;
 }
@@ -579,6 +653,9 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 			vb->cpu_vq[cpu] = 0;
 
 	init_completion(&vb->drained);
+	spin_lock_init(&vb->state_lock);
+	init_waitqueue_head(&vb->state_wq);
+	vb->state = VBB_LIVE;
 	/* ALLOW_REINIT: the per-CPU counters must survive a drain */
 	if (percpu_ref_init(&vb->ref, vbb_ref_release, PERCPU_REF_ALLOW_REINIT,
 			    GFP_KERNEL)) {
@@ -586,6 +663,7 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 		vb->cpu_vq = NULL;
 		return ERR_PTR(-ENOMEM);
 	}
+	vb->ref_live = true;
 	vb->breq_pool = mempool_create_slab_pool(16, vbb_breq_cache);
 	if (!vb->breq_pool) {
 		vbb_bio_destroy(vb);
@@ -599,21 +677,28 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 }
 
 /*
- * After del_gendisk() or with the queue frozen: wait until every bio, GET_ID
- * and plug callback is done. The completion, not the count, tells the waiter:
- * the last put cannot touch vb after the waiter has seen zero.
+ * Wait until every bio, GET_ID and plug callback is done (->freeze, remove;
+ * the state already keeps new ones out). The completion, not the count,
+ * tells the waiter: the last put cannot touch vb after the waiter has seen
+ * zero.
  */
 void vbb_bio_drain(struct vbb_dev *vb)
 {
+	if (!vb->ref_live)
+		return;
+	vb->ref_live = false;
 	percpu_ref_kill(&vb->ref);
 	wait_for_completion(&vb->drained);
 }
 
-/* After a drain: count again (->restore). */
+/* After a drain: count again (->restore), before the state says live. */
 void vbb_bio_reopen(struct vbb_dev *vb)
 {
+	if (vb->ref_live)
+		return;
 	reinit_completion(&vb->drained);
 	percpu_ref_reinit(&vb->ref);
+	vb->ref_live = true;
 }
 
 void vbb_bio_destroy(struct vbb_dev *vb)

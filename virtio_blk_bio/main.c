@@ -521,6 +521,8 @@ static ssize_t serial_show(struct device *dev, struct device_attribute *attr,
 		return -ENOMEM;
 	if (vb->bio_path)
 		err = vbb_bio_get_id(vb, id);
+	else if (READ_ONCE(vb->killed))
+		err = -EIO;
 	else
 		err = vbb_mq_get_id(vb, id);
 	if (!err)
@@ -569,9 +571,12 @@ static ssize_t driver_stats_show(struct device *dev,
 {
 	struct vbb_dev *vb = dev_to_disk(dev)->private_data;
 	u64 added = 0, tries = 0, notifies = 0, full = 0;
-	unsigned int i;
+	unsigned int i, nr;
 
-	for (i = 0; i < vb->num_vqs; i++) {
+	/* the rings come and go with ->freeze and ->restore */
+	mutex_lock(&vb->vdev_mutex);
+	nr = vb->num_vqs;
+	for (i = 0; i < nr; i++) {
 		struct vbb_vq *q = &vb->vqs[i];
 
 		spin_lock_irq(&q->lock);
@@ -581,9 +586,10 @@ static ssize_t driver_stats_show(struct device *dev,
 		full += q->full;
 		spin_unlock_irq(&q->lock);
 	}
+	mutex_unlock(&vb->vdev_mutex);
 	return sysfs_emit(buf,
 			  "path %s\nqueues %u\nadded %llu\nkick_tries %llu\nnotifies %llu\nring_full %llu\npreflushes %lld\nfua_flushes %lld\n",
-			  vb->bio_path ? "bio" : "mq", vb->num_vqs, added,
+			  vb->bio_path ? "bio" : "mq", nr, added,
 			  tries, notifies, full,
 			  (long long)atomic64_read(&vb->preflushes),
 			  (long long)atomic64_read(&vb->fua_flushes));
@@ -712,22 +718,25 @@ static void vbb_remove(struct virtio_device *vdev)
 
 	flush_work(&vb->config_work);
 	del_gendisk(vb->disk);
-	if (vb->bio_path)
+	if (vb->bio_path) {
+		vbb_bio_set_state(vb, VBB_DEAD);
 		vbb_bio_drain(vb);
-	else
+	} else {
 		vbb_mq_destroy(vb);
+	}
 
 	mutex_lock(&vb->vdev_mutex);
 	virtio_reset_device(vdev);
+	if (vb->vqs)
+		vdev->config->del_vqs(vdev);
 	vb->vdev = NULL;
-	vdev->config->del_vqs(vdev);
+	kfree(vb->vqs);
+	vb->vqs = NULL;
+	vb->num_vqs = 0;
 	mutex_unlock(&vb->vdev_mutex);
 
 	if (vb->bio_path)
 		vbb_bio_destroy(vb);
-	kfree(vb->vqs);
-	vb->vqs = NULL;
-	vb->num_vqs = 0;
 	put_disk(vb->disk);
 }
 
@@ -735,30 +744,36 @@ static void vbb_remove(struct virtio_device *vdev)
 /*
  * Suspend and hibernation: the virtio core resets the device before
  * ->restore, so every request must be finished and the rings gone before,
- * and the rings are built again after.  New submissions wait in the block
- * layer meanwhile (the queue is frozen).
+ * and the rings are built again after. Nothing is held across the two
+ * calls: blk-mq keeps new requests in a quiesced queue, the bio path keeps
+ * new bios waiting at its entry (vbb_enter()).
  */
 static int vbb_freeze(struct virtio_device *vdev)
 {
 	struct vbb_dev *vb = vdev->priv;
 	struct request_queue *q = vb->disk->queue;
 
-	/* blk-mq waits here for its requests; the bio path is drained below */
-	blk_mq_freeze_queue(q);
-	if (vb->bio_path)
+	if (vb->bio_path) {
+		if (!READ_ONCE(vb->killed))
+			vbb_bio_set_state(vb, VBB_SUSPENDED);
 		vbb_bio_drain(vb);
-	else
+	} else {
+		/* the freeze waits for requests in flight, quiesce for dispatch */
+		blk_mq_freeze_queue(q);
 		blk_mq_quiesce_queue(q);
+		blk_mq_unfreeze_queue(q);
+	}
 	flush_work(&vb->config_work);
 
 	mutex_lock(&vb->vdev_mutex);
 	virtio_reset_device(vdev);
+	if (vb->vqs)
+		vdev->config->del_vqs(vdev);
 	vb->frozen_vqs = vb->num_vqs;
 	WRITE_ONCE(vb->num_vqs, 0);
-	vdev->config->del_vqs(vdev);
-	mutex_unlock(&vb->vdev_mutex);
 	kfree(vb->vqs);
 	vb->vqs = NULL;
+	mutex_unlock(&vb->vdev_mutex);
 	dev_info(&vdev->dev, "[%s] frozen\n", vb->disk->disk_name);
 	return 0;
 }
@@ -767,11 +782,12 @@ static int vbb_restore(struct virtio_device *vdev)
 {
 	struct vbb_dev *vb = vdev->priv;
 	struct request_queue *q = vb->disk->queue;
-	int err;
+	int err = 0;
 
 	mutex_lock(&vb->vdev_mutex);
-	err = vbb_init_vqs(vb);
-	if (!err && vb->num_vqs != vb->frozen_vqs) {
+	if (!vb->killed)
+		err = vbb_init_vqs(vb);
+	if (!vb->killed && !err && vb->num_vqs != vb->frozen_vqs) {
 		/* the hardware queues and the CPU map were built for the old count */
 		dev_err(&vdev->dev, "restore: %u queues instead of %u\n",
 			vb->num_vqs, vb->frozen_vqs);
@@ -781,22 +797,30 @@ static int vbb_restore(struct virtio_device *vdev)
 		vb->vqs = NULL;
 		err = -EIO;
 	}
-	if (err)
+	if (err) {
 		vb->num_vqs = 0;
-	else
+		WRITE_ONCE(vb->killed, true);
+	} else if (!vb->killed) {
 		virtio_device_ready(vdev);
+	}
 	mutex_unlock(&vb->vdev_mutex);
 
-	/* without rings the disk is gone: what waits for it fails, never hangs */
+	/* without rings every request fails: none waits for ever */
 	if (err)
-		blk_mark_disk_dead(vb->disk);
-	else
+		dev_err(&vdev->dev, "[%s] not restored (%d): I/O fails\n",
+			vb->disk->disk_name, err);
+	else if (!vb->killed)
 		dev_info(&vdev->dev, "[%s] restored\n", vb->disk->disk_name);
-	if (vb->bio_path)
-		vbb_bio_reopen(vb);
-	else
+	if (vb->bio_path) {
+		if (vb->killed) {
+			vbb_bio_set_state(vb, VBB_DEAD);
+		} else {
+			vbb_bio_reopen(vb);
+			vbb_bio_set_state(vb, VBB_LIVE);
+		}
+	} else {
 		blk_mq_unquiesce_queue(q);
-	blk_mq_unfreeze_queue(q);
+	}
 	return err;
 }
 #endif

@@ -234,6 +234,9 @@ static blk_status_t vbb_queue_rq(struct blk_mq_hw_ctx *hctx,
 	bool kick = false;
 	int err;
 
+	/* not restored: the rings are gone */
+	if (unlikely(READ_ONCE(vb->killed)))
+		return BLK_STS_IOERR;
 	st = vbb_mq_prep(vb, req, r);
 	if (st)
 		return st;
@@ -264,8 +267,13 @@ static blk_status_t vbb_queue_rq(struct blk_mq_hw_ctx *hctx,
 
 static void vbb_commit_rqs(struct blk_mq_hw_ctx *hctx)
 {
-	struct vbb_vq *q = vbb_hctx_vq(hctx);
+	struct vbb_dev *vb = hctx->queue->queuedata;
+	struct vbb_vq *q;
 	bool kick;
+
+	if (unlikely(READ_ONCE(vb->killed)))
+		return;
+	q = vbb_hctx_vq(hctx);
 
 	spin_lock_irq(&q->lock);
 	kick = vbb_mq_kick_prepare(q);
@@ -318,8 +326,14 @@ static void vbb_queue_rqs(vbb_queue_rqs_arg_t *rqlist)
 	vbb_rq_list_take(&in, rqlist);
 	while ((req = vbb_rq_list_pop(&in))) {
 		struct vbb_dev *vb = req->q->queuedata;
-		struct vbb_vq *this_q = vbb_hctx_vq(req->mq_hctx);
+		struct vbb_vq *this_q;
 
+		/* not restored: ->queue_rq fails them */
+		if (unlikely(READ_ONCE(vb->killed))) {
+			vbb_rq_list_add_tail(&requeue, req);
+			continue;
+		}
+		this_q = vbb_hctx_vq(req->mq_hctx);
 		if (q && q != this_q)
 			vbb_add_batch(q, &batch, &requeue);
 		q = this_q;
@@ -381,11 +395,15 @@ static void vbb_complete_batch(struct io_comp_batch *iob)
 static int vbb_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
 {
 	struct vbb_dev *vb = hctx->queue->queuedata;
-	struct vbb_vq *q = vbb_hctx_vq(hctx);
+	struct vbb_vq *q;
 	struct vbb_mq_req *r;
 	unsigned long flags;
 	unsigned int len;
 	int found = 0;
+
+	if (unlikely(READ_ONCE(vb->killed)))
+		return 0;
+	q = vbb_hctx_vq(hctx);
 
 	spin_lock_irqsave(&q->lock, flags);
 	while ((r = virtqueue_get_buf(q->vq, &len))) {

@@ -29,6 +29,13 @@
 
 struct vbb_breq;
 
+/* Whom the bio path lets in (vbb_dev.state). */
+enum vbb_state {
+	VBB_LIVE,	/* the rings are up */
+	VBB_SUSPENDED,	/* between ->freeze and ->restore: submitters wait */
+	VBB_DEAD,	/* removed or not restored: submitters fail */
+};
+
 /* One virtqueue and everything serialised by its lock. */
 struct vbb_vq {
 	struct virtqueue *vq;
@@ -56,6 +63,8 @@ struct vbb_dev {
 	struct work_struct config_work;
 	int index;
 	bool bio_path;
+	/* not restored: no ring left, every request fails */
+	bool killed;
 
 	unsigned int num_vqs;
 	/* num_vqs while suspended (the rings are gone, num_vqs is 0) */
@@ -75,7 +84,12 @@ struct vbb_dev {
 	 * dropped (drained completes).
 	 */
 	struct percpu_ref ref;
+	bool ref_live;
 	struct completion drained;
+	/* enum vbb_state, changed under state_lock; waiters on state_wq */
+	spinlock_t state_lock;
+	unsigned int state;
+	wait_queue_head_t state_wq;
 	atomic64_t preflushes;
 	atomic64_t fua_flushes;
 };
@@ -114,6 +128,7 @@ void vbb_bio_cache_exit(void);
 void vbb_bio_done(struct virtqueue *vq);
 struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 				    struct queue_limits *lim);
+void vbb_bio_set_state(struct vbb_dev *vb, enum vbb_state state);
 void vbb_bio_drain(struct vbb_dev *vb);
 void vbb_bio_reopen(struct vbb_dev *vb);
 void vbb_bio_destroy(struct vbb_dev *vb);

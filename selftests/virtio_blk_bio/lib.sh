@@ -24,3 +24,17 @@ disk_by_serial() {
 	done
 	return 1
 }
+
+# bounded SEC CMD...: run CMD in the background, output in /tmp/bounded.out;
+# its status, or 124 if it still runs after SEC seconds (it is left behind:
+# a task stuck in the kernel cannot be killed).
+bounded() {
+	local sec=$1 pid i; shift
+	"$@" >/tmp/bounded.out 2>&1 &
+	pid=$!
+	for i in $(seq 1 $((sec * 4))); do
+		kill -0 $pid 2>/dev/null || { wait $pid; return $?; }
+		sleep 0.25
+	done
+	return 124
+}

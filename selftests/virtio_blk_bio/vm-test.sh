@@ -10,8 +10,10 @@
 # probe (4K blocks with topology, discard and write-zeroes limits below one
 # block), queue_depth capped at the ring; and, device-side, the order of
 # writes and flushes for O_SYNC and fsync'ed writes (QEMU's blklogwrites log,
-# parsed here). The in-VM part is guest-tests.sh. Prints TAP-style lines
-# prefixed with the kernel ("[6.12] virtio-blk-bio: ...").
+# parsed here). The in-VM part is guest-tests.sh. Then two more VMs:
+# hibernation, resumed with the disks' queue counts changed (the restore
+# fails; hibernate-guest.sh). Prints TAP-style lines prefixed with the kernel
+# ("[6.12] virtio-blk-bio: ...").
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/scripts/lib.sh"
@@ -122,15 +124,53 @@ while kill -0 "$vmpid" 2>/dev/null; do
 done
 wait "$vmpid"
 vmrc=$?
-while IFS= read -r line; do
-	case $line in
-	"ok - "*) echo "ok - $pfx: ${line#ok - }" ;;
-	"not ok - "*) echo "not ok - $pfx: ${line#not ok - }"; fails=$((fails + 1)) ;;
-	*) echo "#   $line" ;;
-	esac
-done <"$T/vm.out"
+tap() { # FILE: the guest's result lines as ours, the rest as comments
+	local line
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) echo "ok - $pfx: ${line#ok - }" ;;
+		"not ok - "*) echo "not ok - $pfx: ${line#not ok - }"; fails=$((fails + 1)) ;;
+		*) echo "#   $line" ;;
+		esac
+	done <"$1"
+}
+tap "$T/vm.out"
 [ "$vmrc" = 0 ] && ok "VM run ($((SECONDS - start)) s), exit 0, kernel log clean" ||
 	nok "VM run, exit 0, kernel log clean (status $vmrc; console: $BUILD/vm/vbb-$rel/console.log)"
+
+# --- Hibernation, resumed on a device that changed (hibernate-guest.sh): two
+# 2-queue disks, one per path, and swap on an NVMe disk; the first VM
+# hibernates and powers off, the second boots with both disks down to one
+# queue and resumes. The restore must give both disks up, and their I/O and
+# serial must fail at once.
+truncate -s 64M "$T/hib-bio.img" "$T/hib-mq.img"
+truncate -s 1G "$T/swap.img"
+hib() { # NAME QUEUES PHASE: one of the two boots
+	local a=() q
+	a+=(--qemu-arg -drive --qemu-arg "file=$T/swap.img,if=none,id=dswap,format=raw"
+	    --qemu-arg -device --qemu-arg nvme,drive=dswap,serial=vbb-swap)
+	for q in bio mq; do
+		a+=(--qemu-arg -drive --qemu-arg "file=$T/hib-$q.img,if=none,id=dh$q,format=raw"
+		    --qemu-arg -device --qemu-arg "virtio-blk-pci,drive=dh$q,serial=vbb-hib-$q,num-queues=$2")
+	done
+	echo "export PHASE=$3; exec bash /src/selftests/virtio_blk_bio/hibernate-guest.sh" >"$T/$1.sh"
+	"$top/scripts/vm.sh" --kernel "$rel" --name "vbb-$1-$rel" --timeout 300 --mem 2G \
+		"${a[@]}" "$T/$1.sh" >"$T/$1.out" 2>&1
+}
+start=$SECONDS
+hib hib-sleep 2 sleep
+vmrc=$?
+tap "$T/hib-sleep.out"
+# it powers off while hibernating: no exit status (125)
+[ "$vmrc" = 125 ] && grep -q '^# hibernating' "$T/hib-sleep.out" &&
+	ok "hibernation: first VM hibernated and powered off ($((SECONDS - start)) s)" ||
+	nok "hibernation: first VM hibernated and powered off (status $vmrc; console: $BUILD/vm/vbb-hib-sleep-$rel/console.log)"
+start=$SECONDS
+hib hib-wake 1 wake
+vmrc=$?
+tap "$T/hib-wake.out"
+[ "$vmrc" = 0 ] && ok "hibernation: second VM resumed the image, exit 0, kernel log clean ($((SECONDS - start)) s)" ||
+	nok "hibernation: second VM resumed the image, exit 0, kernel log clean (status $vmrc; console: $BUILD/vm/vbb-hib-wake-$rel/console.log)"
 
 # --- The blklogwrites log: superblock in sector 0, then per entry a 512-byte header
 # {le64 sector, nr_sectors, flags, data_len} followed by the data sectors.

@@ -1,0 +1,94 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# In the test VMs of vm-test.sh's hibernation part, run twice:
+#
+# PHASE=sleep (first boot): virtio_blk_bio with two 2-queue disks, vbb-hib-bio
+#   on the bio path and vbb-hib-mq on the request path; swap on the NVMe disk;
+#   hibernate to it and power off. vm-test.sh boots again with both disks
+#   down to one queue: the restore after the resume cannot build the rings the
+#   disks were set up for, so virtio_blk_bio must give both up. This part of
+#   the script goes on in the resumed kernel: the restore failed on both disks
+#   and every request on them, I/O and GET_ID (the serial attribute), fails
+#   at once instead of crashing or hanging; the driver unloads.
+# PHASE=wake (second boot): resume from the NVMe disk. Prints a result line
+#   only if that returned (no image).
+set -u
+. "$(dirname "$0")/lib.sh"
+
+swapdev() { # the NVMe namespace (not its nvme0cXnY path devices)
+	local i
+	for i in $(seq 1 40); do
+		[ -e /sys/block/nvme0n1/dev ] && { echo nvme0n1; return 0; }
+		sleep 0.25
+	done
+	return 1
+}
+
+if [ "${PHASE:-}" = wake ]; then
+	sw=$(swapdev) || { nok "resume: the NVMe swap disk is there"; exit 1; }
+	echo "# resuming from $sw ($(cat /sys/block/$sw/dev))"
+	echo N >/sys/module/printk/parameters/console_suspend 2>/dev/null
+	echo "$(cat /sys/block/$sw/dev)" >/sys/power/resume
+	dmesg | grep -i -E 'PM:|hibern|swsusp|resume' | tail -n 10 | sed 's/^/#   /'
+	nok "resume from the hibernation image on $sw (echo to /sys/power/resume returned $?)"
+	exit 1
+fi
+
+modprobe virtio_pci 2>/dev/null
+check "modprobe virtio_blk_bio use_bio=1" modprobe virtio_blk_bio use_bio=1
+BIO= MQ=
+for _ in $(seq 1 40); do
+	BIO=$(disk_by_serial vbb-hib-bio) && MQ=$(disk_by_serial vbb-hib-mq) && break
+	sleep 0.25
+done
+[ -n "$BIO" ] && [ -n "$MQ" ] || { nok "both disks found by their serial"; exit 1; }
+vdev=$(basename "$(readlink -f "/sys/block/$MQ/device")")
+echo 0 >/sys/module/virtio_blk_bio/parameters/use_bio
+echo "$vdev" >/sys/bus/virtio/drivers/virtio_blk_bio/unbind
+echo "$vdev" >/sys/bus/virtio/drivers/virtio_blk_bio/bind
+for _ in $(seq 1 40); do MQ=$(disk_by_serial vbb-hib-mq) && break; sleep 0.25; done
+check "vbb-hib-bio: bio path, 2 queues" sh -c \
+	"grep -qx 'path bio' /sys/block/$BIO/driver_stats && grep -qx 'queues 2' /sys/block/$BIO/driver_stats"
+check "vbb-hib-mq: request path, 2 queues" sh -c \
+	"grep -qx 'path mq' /sys/block/$MQ/driver_stats && grep -qx 'queues 2' /sys/block/$MQ/driver_stats"
+for d in $BIO $MQ; do
+	dd if=/dev/urandom of=/dev/$d bs=64k count=16 oflag=direct 2>/dev/null
+done
+sw=$(swapdev) || { nok "the NVMe swap disk is there"; exit 1; }
+check "swap on /dev/$sw" sh -c "mkswap /dev/$sw >/dev/null && swapon /dev/$sw"
+echo shutdown >/sys/power/disk
+# the console stays on: what goes wrong while devices sleep is seen
+echo N >/sys/module/printk/parameters/console_suspend 2>/dev/null
+echo 7 >/proc/sys/kernel/printk
+dmesg -c >/dev/null
+echo "# hibernating to /dev/$sw"
+echo disk >/sys/power/state
+rc=$?
+# Here in the resumed kernel, booted with one queue per disk.
+[ $rc = 0 ] && ok "hibernated and resumed" || nok "hibernated and resumed (status $rc)"
+dmesg >/tmp/resume.log
+check "restore refused the new queue count on both disks" sh -c \
+	"[ \$(grep -c 'restore: 1 queues instead of 2' /tmp/resume.log) = 2 ]"
+for d in $BIO $MQ; do
+	P="$d ($(sed -n 's/^path //p' /sys/block/$d/driver_stats) path, not restored): "
+	bounded 20 cat /sys/block/$d/serial; rc=$?
+	if [ $rc = 124 ]; then
+		nok "reading serial fails at once (still blocked after 20 s)"
+	elif [ $rc != 0 ] && grep -q 'Input/output error' /tmp/bounded.out; then
+		ok "reading serial fails at once with EIO"
+	else
+		nok "reading serial fails at once with EIO (status $rc: $(head -c 200 /tmp/bounded.out))"
+	fi
+	bounded 20 dd if=/dev/$d of=/dev/null bs=4k count=1 iflag=direct; rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] && ok "a read fails at once" ||
+		nok "a read fails at once (status $rc)"
+	bounded 20 dd if=/dev/zero of=/dev/$d bs=4k count=1 oflag=direct; rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] && ok "a write fails at once" ||
+		nok "a write fails at once (status $rc)"
+done
+P=""
+swapoff -a 2>/dev/null
+bounded 20 rmmod virtio_blk_bio; rc=$?
+[ $rc = 0 ] && ok "rmmod virtio_blk_bio" || nok "rmmod virtio_blk_bio (status $rc)"
+echo "# $fails failed"
+[ "$fails" = 0 ]

@@ -15,9 +15,11 @@
 # nullb-lat (null_blk completing from a timer NULLB_LAT_NS, default 30 us, later)
 # and file (a file on ext4 on a brd RAM disk); the last two with a shorter
 # workload list and only the rows of the targets. REPEAT_ROW=ROW (default
-# qemu-native; empty: none) measures ROW again at the end of nullb, as ROW@2,
+# qemu-native; empty: none) measures ROW again at the end of the first backend
+# (nullb unless BACKENDS says otherwise), as ROW@2,
 # in a new L3 boot, with the module parameters REPEAT_PARAMS
-# ("vhost_blk.NAME=VALUE ...") if given, on the workloads REPEAT_WORKLOADS
+# ("vhost_blk.NAME=VALUE ..."; "A|B|..." adds ROW@3 with B, and so on) if
+# given, on the workloads REPEAT_WORKLOADS
 # (default: all of the run's; QUICK: one, 4k-randread-qd32 or the first of
 # WORKLOADS); PARAMS sets module parameters for the whole run.
 # Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
@@ -310,9 +312,14 @@ for backend in $BACKENDS; do
 	# REPEAT_ROW: that row once more at the end, as ROW@2, in a new L3 boot
 	# of the same L2 boot: how well a count repeats (benchmarks.rst). Only
 	# a row measured a first time: alone it compares with nothing.
-	if [ $backend = nullb ] && [ -n "${REPEAT_ROW:-}" ]; then
+	# REPEAT_PARAMS with several settings, "A|B|...": ROW@2 with A, ROW@3
+	# with B, and so on, each in an L3 boot of its own.
+	IFS='|' read -ra repeat_params <<<"${REPEAT_PARAMS:-}"
+	[ ${#repeat_params[@]} -gt 0 ] || repeat_params=("")
+	if [ $backend = "${BACKENDS%% *}" ] && [ -n "${REPEAT_ROW:-}" ]; then
 		case " $rows " in
-		*" $REPEAT_ROW "*) rows="$rows $REPEAT_ROW@2" ;;
+		*" $REPEAT_ROW "*)
+			for i in "${!repeat_params[@]}"; do rows="$rows $REPEAT_ROW@$((i + 2))"; done ;;
 		*) note "REPEAT_ROW $REPEAT_ROW is not among the rows ($rows): no ROW@2" ;;
 		esac
 	fi
@@ -347,8 +354,8 @@ for backend in $BACKENDS; do
 		# a lever off and on in one L2 boot; and on fewer workloads
 		# (REPEAT_WORKLOADS).
 		run_wls=$WORKLOADS
-		case $row in *@2)
-			set_params "${REPEAT_PARAMS:-}"
+		case $row in *@[0-9]*)
+			set_params "${repeat_params[$((${row##*@} - 2))]}"
 			[ -n "${REPEAT_WORKLOADS:-}" ] && WORKLOADS=$REPEAT_WORKLOADS
 			note "row $r: workloads ${WORKLOADS:-all}" ;;
 		esac
@@ -415,7 +422,7 @@ for backend in $BACKENDS; do
 				echo "@@FAIL $r - no selftest load mode yet@@"
 			fi ;;
 		esac
-		case $row in *@2) set_params "$PARAMS_SAVED" ;; esac
+		case $row in *@[0-9]*) set_params "$PARAMS_SAVED" ;; esac
 		WORKLOADS=$run_wls
 	done
 	if [ $backend = file ]; then umount /mnt/bench; rmmod brd; fi

@@ -164,6 +164,11 @@ static inline int vbb_set_write_cache(struct request_queue *q, bool wc,
 	return queue_limits_commit_update_frozen(q, &lim);
 }
 
+/* Nothing to do: blk_mq_start_request() records the request in its tags. */
+static inline void vbb_rq_claim_tag(struct request *rq)
+{
+}
+
 /* ->queue_rqs() list: struct rq_list since 6.12. */
 #define vbb_queue_rqs_arg_t struct rq_list
 struct vbb_rq_list {
@@ -254,6 +259,17 @@ static inline int vbb_set_write_cache(struct request_queue *q, bool wc,
 {
 	blk_queue_write_cache(q, wc, wc && fua);
 	return 0;
+}
+
+/*
+ * A request that ->queue_rqs() issues has not been through the core's
+ * dispatch, which records each request in its tags (tags->rqs[]): until 6.12
+ * the driver does it, or the tag iterators, blk-mq's timeout handling among
+ * them, do not see the request.
+ */
+static inline void vbb_rq_claim_tag(struct request *rq)
+{
+	rq->mq_hctx->tags->rqs[rq->tag] = rq;
 }
 
 /* ->queue_rqs() list: a bare rq_next chain before 6.12. */

@@ -38,6 +38,9 @@ struct vbb_breq {
 	/* what the device reported in the used ring */
 	u32 used_len;
 	struct vbb_breq *next;
+	/* on vbb_vq.busy while the device holds it, added at issued */
+	struct list_head busy;
+	unsigned long issued;
 	struct bio *bio;
 	unsigned long start;
 	/* GET_ID */
@@ -259,9 +262,15 @@ static int vbb_add(struct vbb_dev *vb, struct vbb_vq *q, struct vbb_breq *br)
 	if (err)
 		return err;
 	err = virtqueue_add_sgs(q->vq, sgs, out, in, br, GFP_ATOMIC);
-	if (!err)
-		q->added++;
-	return err;
+	if (err)
+		return err;
+	q->added++;
+	br->issued = jiffies;
+	/* the oldest request of a queue is at its head: arm for it */
+	if (list_empty(&q->busy) && vb->timeout)
+		queue_delayed_work(vbb_wq, &vb->watchdog, vb->timeout);
+	list_add_tail(&br->busy, &q->busy);
+	return 0;
 }
 
 static bool vbb_kick_prepare(struct vbb_vq *q)
@@ -435,25 +444,27 @@ static void vbb_stage_done(struct vbb_dev *vb, struct vbb_vq *q,
 	vbb_finish(vb, br, st);
 }
 
-void vbb_bio_done(struct virtqueue *vq)
+/* Under q->lock: take what the device has returned, in order. */
+static struct vbb_breq *vbb_bio_collect(struct vbb_vq *q)
 {
-	struct vbb_dev *vb = vq->vdev->priv;
-	struct vbb_vq *q = &vb->vqs[vq->index];
 	struct vbb_breq *head = NULL, **tail = &head, *br;
-	unsigned long flags;
 	unsigned int len;
 
-	spin_lock_irqsave(&q->lock, flags);
-	do {
-		virtqueue_disable_cb(vq);
-		while ((br = virtqueue_get_buf(vq, &len))) {
-			br->used_len = len;
-			br->next = NULL;
-			*tail = br;
-			tail = &br->next;
-		}
-	} while (!virtqueue_enable_cb(vq));
-	spin_unlock_irqrestore(&q->lock, flags);
+	while ((br = virtqueue_get_buf(q->vq, &len))) {
+		br->used_len = len;
+		list_del(&br->busy);
+		br->next = NULL;
+		*tail = br;
+		tail = &br->next;
+	}
+	return head;
+}
+
+/* Finish or continue what vbb_bio_collect() took, then refill the ring. */
+static void vbb_bio_process(struct vbb_dev *vb, struct vbb_vq *q,
+			    struct vbb_breq *head)
+{
+	struct vbb_breq *br;
 
 	if (!head)
 		return;
@@ -465,6 +476,105 @@ void vbb_bio_done(struct virtqueue *vq)
 		vbb_drain_deferred(vb, q);
 	if (wq_has_sleeper(&q->wait))
 		wake_up(&q->wait);
+}
+
+void vbb_bio_done(struct virtqueue *vq)
+{
+	struct vbb_dev *vb = vq->vdev->priv;
+	struct vbb_vq *q = &vb->vqs[vq->index];
+	struct vbb_breq *head = NULL, **tail = &head;
+	unsigned long flags;
+	unsigned int last;
+
+	spin_lock_irqsave(&q->lock, flags);
+	do {
+		virtqueue_disable_cb(vq);
+		*tail = vbb_bio_collect(q);
+		while (*tail)
+			tail = &(*tail)->next;
+		last = virtqueue_enable_cb_prepare(vq);
+	} while (unlikely(virtqueue_poll(vq, last)));
+	spin_unlock_irqrestore(&q->lock, flags);
+	vbb_bio_process(vb, q, head);
+}
+
+/*
+ * The device holds a request for longer than the timeout: it no longer
+ * answers (bus mastering off, a backend gone). What it returned meanwhile is
+ * completed first (a lost interrupt is no reason to give up).
+ */
+static void vbb_watchdog(struct work_struct *work)
+{
+	struct vbb_dev *vb = container_of(to_delayed_work(work),
+					  struct vbb_dev, watchdog);
+	unsigned long oldest = 0;
+	bool busy = false;
+	unsigned int i;
+
+	for (i = 0; i < vb->num_vqs; i++) {
+		struct vbb_vq *q = &vb->vqs[i];
+		struct vbb_breq *br, *done;
+		unsigned long flags;
+
+		spin_lock_irqsave(&q->lock, flags);
+		done = vbb_bio_collect(q);
+		br = list_first_entry_or_null(&q->busy, struct vbb_breq, busy);
+		if (br && (!busy || time_before(br->issued, oldest))) {
+			oldest = br->issued;
+			busy = true;
+		}
+		spin_unlock_irqrestore(&q->lock, flags);
+		vbb_bio_process(vb, q, done);
+	}
+	if (!busy)
+		return;
+	if (time_after_eq(jiffies, oldest + vb->timeout)) {
+		vbb_kill(vb, true, "request timed out");
+		return;
+	}
+	queue_delayed_work(vbb_wq, &vb->watchdog,
+			   oldest + vb->timeout - jiffies);
+}
+
+/*
+ * vbb_kill(), with vdev_mutex held, the device broken and reset: take every
+ * request from the rings and the deferred lists, wake the submitters that
+ * wait for space (they see vb->killed and fail).
+ */
+struct vbb_breq *vbb_bio_take_all(struct vbb_dev *vb)
+{
+	struct vbb_breq *chain = NULL, *br;
+	unsigned int i;
+
+	for (i = 0; i < vb->num_vqs; i++) {
+		struct vbb_vq *q = &vb->vqs[i];
+
+		spin_lock_irq(&q->lock);
+		while ((br = virtqueue_detach_unused_buf(q->vq))) {
+			list_del(&br->busy);
+			br->next = chain;
+			chain = br;
+		}
+		while ((br = q->deferred_head)) {
+			q->deferred_head = br->next;
+			br->next = chain;
+			chain = br;
+		}
+		q->deferred_tail = NULL;
+		wake_up_all(&q->wait);
+		spin_unlock_irq(&q->lock);
+	}
+	return chain;
+}
+
+void vbb_bio_fail_all(struct vbb_dev *vb, struct vbb_breq *chain)
+{
+	struct vbb_breq *br;
+
+	while ((br = chain)) {
+		chain = br->next;
+		vbb_finish(vb, br, BLK_STS_IOERR);
+	}
 }
 
 /*
@@ -488,7 +598,11 @@ static int vbb_queue_first(struct vbb_dev *vb, struct vbb_breq *br,
 		plugged = br->stage != VBB_STAGE_GET_ID && vbb_plugged(vb);
 		err = -ENOSPC;
 		spin_lock_irqsave(&q->lock, flags);
-		if (!q->deferred_head) {
+		if (READ_ONCE(vb->killed)) {
+			spin_unlock_irqrestore(&q->lock, flags);
+			err = -EIO;
+			break;
+		} else if (!q->deferred_head) {
 			err = vbb_add(vb, q, br);
 			if (err == -ENOSPC &&
 			    q->vq->num_free == virtqueue_get_vring_size(q->vq))
@@ -653,6 +767,7 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 			vb->cpu_vq[cpu] = 0;
 
 	init_completion(&vb->drained);
+	INIT_DELAYED_WORK(&vb->watchdog, vbb_watchdog);
 	spin_lock_init(&vb->state_lock);
 	init_waitqueue_head(&vb->state_wq);
 	vb->state = VBB_LIVE;
@@ -689,6 +804,8 @@ void vbb_bio_drain(struct vbb_dev *vb)
 	vb->ref_live = false;
 	percpu_ref_kill(&vb->ref);
 	wait_for_completion(&vb->drained);
+	/* nothing in flight: the watchdog finds nothing, and is not rearmed */
+	cancel_delayed_work_sync(&vb->watchdog);
 }
 
 /* After a drain: count again (->restore), before the state says live. */

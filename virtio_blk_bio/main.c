@@ -38,9 +38,13 @@ unsigned int vbb_queue_depth;
 module_param_named(queue_depth, vbb_queue_depth, uint, 0444);
 MODULE_PARM_DESC(queue_depth, "blk-mq queue depth (0: fill the ring)");
 
+static unsigned int io_timeout = 30;
+module_param(io_timeout, uint, 0644);
+MODULE_PARM_DESC(io_timeout, "Seconds a request may take before the device is given up and its I/O fails (0: wait for ever; read when a device is probed)");
+
 static int vbb_major;
 static DEFINE_IDA(vbb_index_ida);
-static struct workqueue_struct *vbb_wq;
+struct workqueue_struct *vbb_wq;
 
 blk_status_t vbb_status_to_blk(u8 status)
 {
@@ -81,6 +85,64 @@ unsigned int vbb_ring_size(struct vbb_dev *vb)
 	for (i = 0; i < vb->num_vqs; i++)
 		ring = min(ring, virtqueue_get_vring_size(vb->vqs[i].vq));
 	return ring;
+}
+
+/* Has the device taken every buffer back (nothing in flight on @q)? */
+bool vbb_ring_empty(struct vbb_vq *q)
+{
+	return q->vq->num_free == virtqueue_get_vring_size(q->vq);
+}
+
+/* The transport broke the device (surprise removal): nothing completes. */
+static bool vbb_vqs_broken(struct vbb_dev *vb)
+{
+	unsigned int i;
+
+	for (i = 0; i < vb->num_vqs; i++)
+		if (virtqueue_is_broken(vb->vqs[i].vq))
+			return true;
+	return false;
+}
+
+/*
+ * Give up on the device: a request timed out (the device no longer answers)
+ * or the transport broke it. The virtqueues are broken first (nothing more is
+ * added, notified or completed), the device is reset unless it is gone
+ * (@reset false), so that it no longer reads or writes what it holds; then
+ * every request it holds, or that waits for ring space, fails, and so does
+ * everything after (vb->killed). Process context.
+ */
+void vbb_kill(struct vbb_dev *vb, bool reset, const char *why)
+{
+	struct virtio_device *vdev;
+	struct vbb_mq_req *mq_chain = NULL;
+	struct vbb_breq *bio_chain = NULL;
+
+	mutex_lock(&vb->vdev_mutex);
+	vdev = vb->vdev;
+	if (!vdev || !vb->vqs || vb->killed) {
+		mutex_unlock(&vb->vdev_mutex);
+		return;
+	}
+	dev_err(&vdev->dev, "[%s] %s: giving the device up, its I/O fails\n",
+		vb->disk->disk_name, why);
+	WRITE_ONCE(vb->killed, true);
+	virtio_break_device(vdev);
+	if (reset)
+		virtio_reset_device(vdev);
+	else
+		vb->gone = true;
+	if (vb->bio_path)
+		bio_chain = vbb_bio_take_all(vb);
+	else
+		mq_chain = vbb_mq_take_all(vb);
+	mutex_unlock(&vb->vdev_mutex);
+
+	/* outside the mutex: completions may submit again (and fail) */
+	if (vb->bio_path)
+		vbb_bio_fail_all(vb, bio_chain);
+	else
+		vbb_mq_fail_all(vb, mq_chain);
 }
 
 /* Notify the device outside the vq lock if virtqueue_kick_prepare said so. */
@@ -358,7 +420,8 @@ static void vbb_config_work(struct work_struct *work)
 {
 	struct vbb_dev *vb = container_of(work, struct vbb_dev, config_work);
 
-	vbb_update_capacity(vb, true);
+	if (!READ_ONCE(vb->killed))
+		vbb_update_capacity(vb, true);
 }
 
 static void vbb_config_changed(struct virtio_device *vdev)
@@ -415,6 +478,7 @@ static int vbb_init_vqs(struct vbb_dev *vb)
 		names[i] = q->name;
 		spin_lock_init(&q->lock);
 		init_waitqueue_head(&q->wait);
+		INIT_LIST_HEAD(&q->busy);
 	}
 
 	err = vbb_find_vqs(vdev, nr, vqs, callbacks, names, &desc);
@@ -649,6 +713,7 @@ static int vbb_probe(struct virtio_device *vdev)
 	vb->vdev = vdev;
 	vb->index = index;
 	vb->bio_path = READ_ONCE(use_bio);
+	vb->timeout = (unsigned long)READ_ONCE(io_timeout) * HZ;
 	mutex_init(&vb->vdev_mutex);
 	INIT_WORK(&vb->config_work, vbb_config_work);
 
@@ -716,6 +781,9 @@ static void vbb_remove(struct virtio_device *vdev)
 {
 	struct vbb_dev *vb = vdev->priv;
 
+	/* a surprise removal: what the device holds never completes */
+	if (vbb_vqs_broken(vb))
+		vbb_kill(vb, false, "device broken");
 	flush_work(&vb->config_work);
 	del_gendisk(vb->disk);
 	if (vb->bio_path) {
@@ -726,7 +794,12 @@ static void vbb_remove(struct virtio_device *vdev)
 	}
 
 	mutex_lock(&vb->vdev_mutex);
-	virtio_reset_device(vdev);
+	/*
+	 * A device that is gone is not reset: a modern virtio-pci reset waits
+	 * for a status of 0, which a device that is not there never reads.
+	 */
+	if (!vb->gone)
+		virtio_reset_device(vdev);
 	if (vb->vqs)
 		vdev->config->del_vqs(vdev);
 	vb->vdev = NULL;
@@ -766,7 +839,8 @@ static int vbb_freeze(struct virtio_device *vdev)
 	flush_work(&vb->config_work);
 
 	mutex_lock(&vb->vdev_mutex);
-	virtio_reset_device(vdev);
+	if (!vb->gone)
+		virtio_reset_device(vdev);
 	if (vb->vqs)
 		vdev->config->del_vqs(vdev);
 	vb->frozen_vqs = vb->num_vqs;
@@ -858,7 +932,8 @@ static int __init vbb_init(void)
 {
 	int err;
 
-	vbb_wq = alloc_workqueue("virtio_blk_bio", 0, 0);
+	/* the bio path's watchdog fails I/O: it must run under memory pressure */
+	vbb_wq = alloc_workqueue("virtio_blk_bio", WQ_MEM_RECLAIM, 0);
 	if (!vbb_wq)
 		return -ENOMEM;
 	err = vbb_bio_cache_init();

@@ -20,6 +20,10 @@ struct vbb_mq_req {
 	u32 in_len;
 	/* what the device reported in the used ring */
 	u32 used_len;
+	/* the result, set when the request leaves the ring */
+	blk_status_t result;
+	/* vbb_mq_take_all() chain */
+	struct vbb_mq_req *next;
 	struct virtio_blk_discard_write_zeroes *ranges;
 	unsigned int nr_ranges;
 	struct sg_table sgt;
@@ -240,10 +244,16 @@ static blk_status_t vbb_queue_rq(struct blk_mq_hw_ctx *hctx,
 	st = vbb_mq_prep(vb, req, r);
 	if (st)
 		return st;
-	blk_mq_start_request(req);
 
 	spin_lock_irqsave(&q->lock, flags);
 	err = vbb_mq_add(q, req, r);
+	/*
+	 * Started only once on the ring (under q->lock, so its completion
+	 * cannot come first): a started request is one the device holds, and
+	 * one that times out is one the device did not answer.
+	 */
+	if (!err)
+		blk_mq_start_request(req);
 	if (err) {
 		/* let the device drain what is there */
 		kick = vbb_mq_kick_prepare(q);
@@ -309,6 +319,7 @@ static void vbb_add_batch(struct vbb_vq *q, struct vbb_rq_list *batch,
 			vbb_rq_list_add_tail(requeue, req);
 			continue;
 		}
+		vbb_rq_claim_tag(req);
 		blk_mq_start_request(req);
 	}
 	/* also lets the device drain a full ring */
@@ -350,11 +361,9 @@ static void vbb_queue_rqs(vbb_queue_rqs_arg_t *rqlist)
 static void vbb_mq_complete(struct request *req)
 {
 	struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
-	blk_status_t st = vbb_result(req->q->queuedata, r->status,
-				     r->used_len, r->in_len);
 
 	vbb_mq_cleanup(req, r);
-	blk_mq_end_request(req, st);
+	blk_mq_end_request(req, r->result);
 }
 
 void vbb_mq_done(struct virtqueue *vq)
@@ -373,6 +382,7 @@ void vbb_mq_done(struct virtqueue *vq)
 			struct request *req = blk_mq_rq_from_pdu(r);
 
 			r->used_len = len;
+			r->result = vbb_result(vb, r->status, len, r->in_len);
 			if (likely(!blk_should_fake_timeout(req->q)))
 				blk_mq_complete_request(req);
 			done = true;
@@ -412,9 +422,9 @@ static int vbb_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
 
 		found++;
 		r->used_len = len;
+		r->result = vbb_result(vb, r->status, len, r->in_len);
 		/* only requests that succeed are completed in the batch */
-		err = r->status != VIRTIO_BLK_S_OK ||
-		      !vbb_used_len_ok(len, r->in_len);
+		err = r->result != BLK_STS_OK;
 		if (!blk_mq_complete_request_remote(req) &&
 		    !blk_mq_add_to_batch(req, iob, err, vbb_complete_batch))
 			vbb_mq_complete(req);
@@ -446,6 +456,62 @@ static void vbb_map_queues(struct blk_mq_tag_set *set)
 	}
 }
 
+/*
+ * A request the device has held for longer than the timeout (the queue's
+ * io_timeout). What the device returned meanwhile is completed first: a lost
+ * interrupt is no reason to give up. Otherwise the device no longer answers
+ * (bus mastering off, a backend gone): vbb_kill() fails this request and
+ * every other, and the disk's I/O fails from then on.
+ */
+static enum blk_eh_timer_return vbb_mq_timeout(struct request *req)
+{
+	struct vbb_dev *vb = req->q->queuedata;
+	struct vbb_vq *q = vbb_hctx_vq(req->mq_hctx);
+
+	vbb_mq_done(q->vq);
+	if (blk_mq_rq_state(req) != MQ_RQ_IN_FLIGHT)
+		return BLK_EH_DONE;
+	if (!vb->timeout)
+		return BLK_EH_RESET_TIMER;	/* io_timeout=0: wait */
+	vbb_kill(vb, true, "request timed out");
+	return BLK_EH_DONE;
+}
+
+/*
+ * vbb_kill(), with vdev_mutex held, the device broken and reset: take every
+ * request the rings hold.
+ */
+struct vbb_mq_req *vbb_mq_take_all(struct vbb_dev *vb)
+{
+	struct vbb_mq_req *chain = NULL, *r;
+	unsigned int i;
+
+	for (i = 0; i < vb->num_vqs; i++) {
+		struct vbb_vq *q = &vb->vqs[i];
+
+		spin_lock_irq(&q->lock);
+		while ((r = virtqueue_detach_unused_buf(q->vq))) {
+			r->next = chain;
+			chain = r;
+		}
+		spin_unlock_irq(&q->lock);
+	}
+	return chain;
+}
+
+/* Fail what vbb_mq_take_all() took; what waits to be issued fails next. */
+void vbb_mq_fail_all(struct vbb_dev *vb, struct vbb_mq_req *chain)
+{
+	struct vbb_mq_req *r;
+
+	while ((r = chain)) {
+		chain = r->next;
+		r->result = BLK_STS_IOERR;
+		blk_mq_complete_request(blk_mq_rq_from_pdu(r));
+	}
+	blk_mq_start_stopped_hw_queues(vb->disk->queue, true);
+}
+
 static const struct blk_mq_ops vbb_mq_ops = {
 	.queue_rq	= vbb_queue_rq,
 	.queue_rqs	= vbb_queue_rqs,
@@ -453,6 +519,7 @@ static const struct blk_mq_ops vbb_mq_ops = {
 	.complete	= vbb_mq_complete,
 	.map_queues	= vbb_map_queues,
 	.poll		= vbb_poll,
+	.timeout	= vbb_mq_timeout,
 };
 
 struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
@@ -485,6 +552,8 @@ struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
 	set->cmd_size = sizeof(struct vbb_mq_req) +
 		sizeof(struct scatterlist) * VBB_MQ_INLINE_SG;
 	set->driver_data = vb;
+	/* 0: blk-mq's default; vbb_mq_timeout() then waits for ever */
+	set->timeout = vb->timeout;
 	set->nr_hw_queues = vb->num_vqs;
 	set->nr_maps = vb->io_queues[HCTX_TYPE_POLL] ? HCTX_MAX_TYPES : 1;
 

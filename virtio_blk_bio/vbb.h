@@ -28,6 +28,7 @@
 #define VBB_MAX_DISCARD_SEGS	256u
 
 struct vbb_breq;
+struct vbb_mq_req;
 
 /* Whom the bio path lets in (vbb_dev.state). */
 enum vbb_state {
@@ -47,6 +48,8 @@ struct vbb_vq {
 	bool kick_pending;
 	/* bio path: submitters waiting for ring space */
 	wait_queue_head_t wait;
+	/* bio path: requests the device holds, oldest first */
+	struct list_head busy;
 	/* statistics, under lock */
 	u64 added;
 	u64 kick_tries;
@@ -63,8 +66,12 @@ struct vbb_dev {
 	struct work_struct config_work;
 	int index;
 	bool bio_path;
-	/* not restored: no ring left, every request fails */
+	/* given up (vbb_kill()) or not restored: every request fails */
 	bool killed;
+	/* given up because the transport broke it: not there to be reset */
+	bool gone;
+	/* a request older than this (jiffies) gives the device up; 0: never */
+	unsigned long timeout;
 
 	unsigned int num_vqs;
 	/* num_vqs while suspended (the rings are gone, num_vqs is 0) */
@@ -90,6 +97,8 @@ struct vbb_dev {
 	spinlock_t state_lock;
 	unsigned int state;
 	wait_queue_head_t state_wq;
+	/* looks for a request older than timeout */
+	struct delayed_work watchdog;
 	atomic64_t preflushes;
 	atomic64_t fua_flushes;
 };
@@ -105,15 +114,18 @@ static inline bool vbb_used_len_ok(u32 used_len, u32 in_len)
 
 /* main.c */
 extern unsigned int vbb_queue_depth;
+extern struct workqueue_struct *vbb_wq;
 blk_status_t vbb_status_to_blk(u8 status);
 blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
 			u32 in_len);
 unsigned int vbb_ring_size(struct vbb_dev *vb);
+bool vbb_ring_empty(struct vbb_vq *q);
 void vbb_limits_default(struct vbb_dev *vb, struct queue_limits *lim);
 int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim);
 unsigned int vbb_disk_features(struct vbb_dev *vb);
 bool vbb_cache_writeback(struct virtio_device *vdev);
 void vbb_notify_prepared(struct vbb_vq *vq, bool kick);
+void vbb_kill(struct vbb_dev *vb, bool reset, const char *why);
 
 /* mq.c */
 void vbb_mq_done(struct virtqueue *vq);
@@ -121,6 +133,8 @@ struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
 				   struct queue_limits *lim);
 void vbb_mq_destroy(struct vbb_dev *vb);
 int vbb_mq_get_id(struct vbb_dev *vb, char *buf);
+struct vbb_mq_req *vbb_mq_take_all(struct vbb_dev *vb);
+void vbb_mq_fail_all(struct vbb_dev *vb, struct vbb_mq_req *chain);
 
 /* bio.c */
 int vbb_bio_cache_init(void);
@@ -134,5 +148,7 @@ void vbb_bio_reopen(struct vbb_dev *vb);
 void vbb_bio_destroy(struct vbb_dev *vb);
 int vbb_bio_get_id(struct vbb_dev *vb, char *buf);
 void vbb_bio_submit(struct bio *bio);
+struct vbb_breq *vbb_bio_take_all(struct vbb_dev *vb);
+void vbb_bio_fail_all(struct vbb_dev *vb, struct vbb_breq *chain);
 
 #endif /* _VIRTIO_BLK_BIO_H */

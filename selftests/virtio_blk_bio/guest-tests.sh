@@ -232,6 +232,8 @@ run_path() {
 		fio_verify "$RES" --rw=write --bs=64k --iodepth=4 --offset=$((size0 * 512)) --size=1M
 
 	run_suspend "$ub" 7
+	run_unbind_busy "$ub"
+	run_dead "$ub"
 
 	check "rmmod virtio_blk_bio" rmmod virtio_blk_bio
 	check "disks gone after rmmod" sh -c '! ls /sys/block/vd* >/dev/null 2>&1'
@@ -271,6 +273,129 @@ run_suspend() {
 		sh -c "[ \$(dmesg | grep -c '\] frozen\$') = $ndisks ] && [ \$(dmesg | grep -c '\] restored\$') = $ndisks ]"
 	check "I/O after resume verify=crc32c" \
 		fio_verify "$DATA" --rw=randrw --bs=16k --iodepth=8 --offset=192M
+}
+
+# rebind_data [VAR=VALUE]: unbind the data disk's virtio device and bind it
+# again (after writing module parameters: VAR=VALUE, read at probe); DATA is
+# its new name. Bounded: fails if either takes more than 30 s.
+rebind_data() {
+	local vdev=$1 drv=/sys/bus/virtio/drivers/virtio_blk_bio
+	bounded 30 sh -c "echo $vdev >$drv/unbind" || return 1
+	bounded 30 sh -c "echo $vdev >$drv/bind" || return 1
+	for _ in $(seq 1 40); do DATA=$(disk_by_serial vbb-data) && return 0; sleep 0.25; done
+	return 1
+}
+
+# Unbind under I/O, the device answering: fio (plugged batches) ends with I/O
+# errors, the remove waits for what is in flight and completes; three rounds.
+run_unbind_busy() {
+	local ub=$1 vdev i rc
+	for i in 1 2 3; do
+		vdev=$(basename "$(readlink -f "/sys/block/$DATA/device")")
+		fio --name=u --filename="/dev/$DATA" --ioengine=libaio --direct=1 --rw=randrw \
+			--bs=4k --iodepth=32 --iodepth_batch_submit=8 --time_based --runtime=60 \
+			--size=64M --output-format=terse >/tmp/unbind-fio.out 2>&1 &
+		sleep 2
+		bounded 30 sh -c "echo $vdev >/sys/bus/virtio/drivers/virtio_blk_bio/unbind"; rc=$?
+		wait
+		bounded 30 sh -c "echo $vdev >/sys/bus/virtio/drivers/virtio_blk_bio/bind"
+		for _ in $(seq 1 40); do DATA=$(disk_by_serial vbb-data) && break; sleep 0.25; done
+		[ "$rc" = 0 ] || break
+	done
+	[ "$rc" = 0 ] && [ -n "$DATA" ] &&
+		ok "unbind under I/O completes, 3 rounds (plugged batches in flight)" ||
+		nok "unbind under I/O completes, 3 rounds (round $i: status $rc)"
+}
+
+# A device that stops answering, as blktests block/011 makes it: bus
+# mastering off under I/O (QEMU then stops the device). With io_timeout=5
+# the driver gives it up: fio ends with EIO in bounded time, serial and new
+# I/O fail at once, unbind completes; bus mastering on and a new probe bring
+# the disk back. Then the same with the PCI device removed (a surprise
+# removal as the driver sees it: the remove finds the device not answering)
+# and the bus rescanned.
+run_dead() {
+	local ub=$1 vdev pci rc t0 dt how fpid
+	for how in unbind remove; do
+		P="use_bio=$ub: no answer, then $how: "
+		echo 5 >/sys/module/virtio_blk_bio/parameters/io_timeout
+		vdev=$(basename "$(readlink -f "/sys/block/$DATA/device")")
+		if ! rebind_data "$vdev"; then
+			nok "data disk probed again with io_timeout=5"
+			break
+		fi
+		pci=$(pci_of "$DATA")
+		fio --name=d --filename="/dev/$DATA" --ioengine=libaio --direct=1 --rw=randwrite \
+			--bs=4k --iodepth=16 --time_based --runtime=120 --size=64M \
+			--output-format=terse >/tmp/dead-fio.out 2>&1 &
+		fpid=$!
+		sleep 2
+		dmesg -c >/dev/null
+		bus_master "$pci" off
+		t0=$SECONDS
+		if [ $how = remove ]; then
+			bounded 60 sh -c "echo 1 >$pci/remove"; rc=$?
+			dt=$((SECONDS - t0))
+			[ $rc = 0 ] && ok "PCI remove completes ($dt s)" ||
+				nok "PCI remove completes (status $rc after $dt s)"
+		fi
+		for _ in $(seq 1 240); do kill -0 $fpid 2>/dev/null || break; sleep 0.25; done
+		dt=$((SECONDS - t0))
+		if kill -0 $fpid 2>/dev/null; then
+			nok "fio ends with I/O errors in bounded time (still running after $dt s)"
+		else
+			wait $fpid; rc=$?
+			[ $rc != 0 ] && grep -q 'Input/output error' /tmp/dead-fio.out &&
+				ok "fio ends with EIO after $dt s" ||
+				nok "fio ends with EIO in bounded time (status $rc, $dt s)"
+		fi
+		check "the driver gave the device up after its timeout (message)" \
+			sh -c "dmesg | grep -q 'request timed out: giving the device up'"
+		if [ $how = unbind ]; then
+			bounded 20 cat "/sys/block/$DATA/serial"; rc=$?
+			[ $rc != 0 ] && [ $rc != 124 ] && grep -q 'Input/output error' /tmp/bounded.out &&
+				ok "reading serial fails at once with EIO" ||
+				nok "reading serial fails at once with EIO (status $rc)"
+			bounded 20 dd if="/dev/$DATA" of=/dev/null bs=4k count=1 iflag=direct; rc=$?
+			[ $rc != 0 ] && [ $rc != 124 ] && ok "a new read fails at once" ||
+				nok "a new read fails at once (status $rc)"
+			bounded 30 sh -c "echo $vdev >/sys/bus/virtio/drivers/virtio_blk_bio/unbind"; rc=$?
+			[ $rc = 0 ] && ok "unbind completes" || nok "unbind completes (status $rc)"
+			bus_master "$pci" on
+			echo 30 >/sys/module/virtio_blk_bio/parameters/io_timeout
+			bounded 30 sh -c "echo $vdev >/sys/bus/virtio/drivers/virtio_blk_bio/bind"
+		else
+			[ -z "$(disk_by_serial vbb-data)" ] && ok "the disk is gone" ||
+				nok "the disk is gone"
+			echo 30 >/sys/module/virtio_blk_bio/parameters/io_timeout
+			echo 1 >/sys/bus/pci/rescan
+		fi
+		DATA=
+		for _ in $(seq 1 40); do DATA=$(disk_by_serial vbb-data) && break; sleep 0.25; done
+		if [ -n "$DATA" ]; then
+			check "a new probe brings the disk back: fio verify=crc32c" \
+				fio_verify "$DATA" --rw=randwrite --bs=4k --iodepth=8 --offset=224M
+		else
+			nok "a new probe brings the disk back"
+			break
+		fi
+	done
+	P="use_bio=$ub: "
+}
+
+# ONLY=dead: the unbind-under-I/O and no-answer checks alone, on the data disk.
+run_dead_only() {
+	local ub
+	for ub in $PATHS; do
+		P="use_bio=$ub: "
+		check "modprobe virtio_blk_bio use_bio=$ub" modprobe virtio_blk_bio use_bio="$ub"
+		wait_disks >/dev/null
+		DATA=$(disk_by_serial vbb-data)
+		run_unbind_busy "$ub"
+		run_dead "$ub"
+		check "rmmod virtio_blk_bio" bounded 30 rmmod virtio_blk_bio
+		P=""
+	done
 }
 
 # ONLY=suspend: the suspend check alone, on the data and resize disks (both
@@ -351,6 +476,12 @@ run_switch() {
 if [ "${ONLY:-}" = suspend ]; then
 	DATA= RES=
 	run_suspend_only
+	echo "# $fails failed"
+	[ "$fails" = 0 ]
+	exit
+fi
+if [ "${ONLY:-}" = dead ]; then
+	run_dead_only
 	echo "# $fails failed"
 	[ "$fails" = 0 ]
 	exit

@@ -38,3 +38,19 @@ bounded() {
 	done
 	return 124
 }
+
+# pci_of DISK: the sysfs directory of the PCI device of virtio disk DISK
+pci_of() {
+	readlink -f "/sys/block/$1/device/.."
+}
+
+# bus_master PCIDIR on|off: set or clear Bus Master Enable in the PCI command
+# register (config offset 4), as blktests block/011 does with setpci.
+bus_master() {
+	local cfg=$1/config cmd
+	cmd=$(od -An -tu2 -j4 -N2 "$cfg" | tr -d ' ')
+	if [ "$2" = off ]; then cmd=$((cmd & ~4)); else cmd=$((cmd | 4)); fi
+	# shellcheck disable=SC2059
+	printf "$(printf '\\x%02x\\x%02x' $((cmd & 255)) $((cmd >> 8)))" |
+		dd of="$cfg" bs=2 seek=2 count=1 conv=notrunc 2>/dev/null
+}

@@ -288,13 +288,19 @@ for backend in $BACKENDS; do
 		# from a timer NULLB_LAT_NS later (flash-like), a second device
 		# made through null_blk's configfs.
 		c=/sys/kernel/config/nullb/lat
+		# configfs is a module here, loaded with null_blk, after the
+		# VM's init tried to mount it.
+		[ -d /sys/kernel/config/nullb ] ||
+			mount -t configfs configfs /sys/kernel/config 2>/dev/null
 		if [ ! -d $c ]; then
 			mkdir $c && echo $((4 * 1024)) >$c/size && echo 2 >$c/irqmode &&
 				echo "${NULLB_LAT_NS:-30000}" >$c/completion_nsec &&
 				echo $queues >$c/submit_queues && echo 256 >$c/hw_queue_depth &&
 				echo 1 >$c/power || { note "cannot make null_blk device with completion latency"; continue; }
 		fi
-		dev=/dev/$(cat $c/index 2>/dev/null | sed 's/^/nullb/')
+		# (6.12 names the disk after the configfs directory, 6.1 nullbN)
+		dev=/dev/lat
+		[ -b $dev ] || dev=/dev/$(cat $c/index 2>/dev/null | sed 's/^/nullb/')
 		[ -b "$dev" ] || { note "no block device for the null_blk latency device"; continue; }
 		wlq=1 ;;
 	file)

@@ -431,6 +431,32 @@ static void vbb_config_changed(struct virtio_device *vdev)
 	queue_work(vbb_wq, &vb->config_work);
 }
 
+/*
+ * How many request queues to build: one per queue the device offers (one
+ * without VIRTIO_BLK_F_MQ), but no more than there are CPUs, nor than
+ * num_request_queues if set. A device with VIRTIO_BLK_F_MQ and a num_queues
+ * of 0 offers no queue at all.
+ */
+static int vbb_queue_count(struct virtio_device *vdev, unsigned int *count)
+{
+	unsigned int offered = 1, limit = nr_cpu_ids;
+
+	if (virtio_has_feature(vdev, VIRTIO_BLK_F_MQ)) {
+		offered = virtio_cread16(vdev,
+					 offsetof(struct virtio_blk_config,
+						  num_queues));
+		if (!offered) {
+			dev_err(&vdev->dev,
+				"VIRTIO_BLK_F_MQ with num_queues 0: no request queue to use\n");
+			return -EINVAL;
+		}
+	}
+	if (num_request_queues && num_request_queues < limit)
+		limit = num_request_queues;
+	*count = min(offered, limit);
+	return 0;
+}
+
 static int vbb_init_vqs(struct vbb_dev *vb)
 {
 	struct virtio_device *vdev = vb->vdev;
@@ -438,20 +464,15 @@ static int vbb_init_vqs(struct vbb_dev *vb)
 	vq_callback_t **callbacks = NULL;
 	const char **names = NULL;
 	struct virtqueue **vqs = NULL;
-	unsigned int i, nr, npoll;
-	u16 num;
+	unsigned int i, nr, npoll = 0;
 	int err;
 
-	if (virtio_cread_feature(vdev, VIRTIO_BLK_F_MQ,
-				 struct virtio_blk_config, num_queues, &num)) {
-		num = 1;
-	} else if (!num) {
-		dev_err(&vdev->dev, "MQ advertised but zero queues reported\n");
-		return -EINVAL;
-	}
-	nr = min_t(unsigned int, num,
-		   min_not_zero(num_request_queues, nr_cpu_ids));
-	npoll = vb->bio_path ? 0 : min(poll_queues, nr - 1);
+	err = vbb_queue_count(vdev, &nr);
+	if (err)
+		return err;
+	/* poll queues are blk-mq's; one queue at least keeps its interrupt */
+	if (!vb->bio_path && nr > 1)
+		npoll = min(poll_queues, nr - 1);
 
 	vb->io_queues[HCTX_TYPE_DEFAULT] = nr - npoll;
 	vb->io_queues[HCTX_TYPE_READ] = 0;
@@ -524,6 +545,26 @@ static int vbb_format_name(char *buf, size_t len, int index)
 	return 0;
 }
 
+/* The CHS geometry the device offers (VIRTIO_BLK_F_GEOMETRY), if any. */
+static bool vbb_device_geometry(struct virtio_device *vdev,
+				struct hd_geometry *geo)
+{
+	if (!virtio_has_feature(vdev, VIRTIO_BLK_F_GEOMETRY))
+		return false;
+	geo->cylinders = virtio_cread16(vdev, offsetof(struct virtio_blk_config,
+						       geometry.cylinders));
+	geo->heads = virtio_cread8(vdev, offsetof(struct virtio_blk_config,
+						  geometry.heads));
+	geo->sectors = virtio_cread8(vdev, offsetof(struct virtio_blk_config,
+						    geometry.sectors));
+	return true;
+}
+
+/* Without a device geometry: 64 heads of 32 sectors, 1 MiB per cylinder. */
+#define VBB_CHS_HEADS	64
+#define VBB_CHS_SECTORS	32
+
+/* HDIO_GETGEO, for the partitioning tools that still ask for one. */
 static int vbb_getgeo(struct block_device *bdev, struct hd_geometry *geo)
 {
 	struct vbb_dev *vb = bdev->bd_disk->private_data;
@@ -531,33 +572,37 @@ static int vbb_getgeo(struct block_device *bdev, struct hd_geometry *geo)
 
 	mutex_lock(&vb->vdev_mutex);
 	if (!vb->vdev) {
-		err = -ENXIO;
-		goto out;
+		err = -ENXIO;	/* removed */
+	} else if (!vbb_device_geometry(vb->vdev, geo)) {
+		geo->heads = VBB_CHS_HEADS;
+		geo->sectors = VBB_CHS_SECTORS;
+		geo->cylinders = get_capacity(bdev->bd_disk) /
+				 (VBB_CHS_HEADS * VBB_CHS_SECTORS);
 	}
-	if (virtio_has_feature(vb->vdev, VIRTIO_BLK_F_GEOMETRY)) {
-		virtio_cread(vb->vdev, struct virtio_blk_config,
-			     geometry.cylinders, &geo->cylinders);
-		virtio_cread(vb->vdev, struct virtio_blk_config,
-			     geometry.heads, &geo->heads);
-		virtio_cread(vb->vdev, struct virtio_blk_config,
-			     geometry.sectors, &geo->sectors);
-	} else {
-		geo->heads = 64;
-		geo->sectors = 32;
-		geo->cylinders = get_capacity(bdev->bd_disk) >> 11;
-	}
-out:
 	mutex_unlock(&vb->vdev_mutex);
 	return err;
 }
 
-static void vbb_free_disk(struct gendisk *disk)
+/*
+ * Free the device's structure and what it still holds: from ->free_disk once
+ * the last reference to the disk is gone (the disk's index, hence its name
+ * and minors, stays taken until then), or from a probe that failed before
+ * the disk was added.
+ */
+static void vbb_release(struct vbb_dev *vb)
 {
-	struct vbb_dev *vb = disk->private_data;
-
+	if (vb->bio_path)
+		vbb_bio_destroy(vb);
+	kfree(vb->hctx);
+	kfree(vb->vqs);
 	ida_free(&vbb_index_ida, vb->index);
 	mutex_destroy(&vb->vdev_mutex);
 	kfree(vb);
+}
+
+static void vbb_free_disk(struct gendisk *disk)
+{
+	vbb_release(disk->private_data);
 }
 
 static const struct block_device_operations vbb_mq_fops = {
@@ -719,7 +764,7 @@ static int vbb_probe(struct virtio_device *vdev)
 
 	err = vbb_init_vqs(vb);
 	if (err)
-		goto out_free;
+		goto out_release;
 
 	vbb_limits_default(vb, &lim);
 	err = vbb_read_limits(vb, &lim);
@@ -760,20 +805,15 @@ static int vbb_probe(struct virtio_device *vdev)
 out_reset:
 	virtio_reset_device(vdev);
 out_put_disk:
-	/* never added, so ->free_disk will not run: vb is still ours */
+	/* never added: ->free_disk will not run, vb is still ours */
 	put_disk(vb->disk);
-	if (vb->bio_path)
-		vbb_bio_destroy(vb);
-	else
+	if (!vb->bio_path)
 		vbb_mq_destroy(vb);
 out_del_vqs:
 	vdev->config->del_vqs(vdev);
-	kfree(vb->vqs);
-out_free:
+out_release:
 	vdev->priv = NULL;
-	mutex_destroy(&vb->vdev_mutex);
-	kfree(vb);
-	ida_free(&vbb_index_ida, index);
+	vbb_release(vb);
 	return err;
 }
 
@@ -808,8 +848,7 @@ static void vbb_remove(struct virtio_device *vdev)
 	vb->num_vqs = 0;
 	mutex_unlock(&vb->vdev_mutex);
 
-	if (vb->bio_path)
-		vbb_bio_destroy(vb);
+	/* the last reference frees vb (vbb_free_disk()) */
 	put_disk(vb->disk);
 }
 

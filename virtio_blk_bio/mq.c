@@ -366,94 +366,119 @@ static void vbb_mq_complete(struct request *req)
 	blk_mq_end_request(req, r->result);
 }
 
+/*
+ * From ->poll: a request that succeeded joins the poller's batch, its
+ * scatterlist and range list freed now (blk_mq_end_request_batch() ends it
+ * like blk_mq_end_request() would, but together with the others).
+ */
+static bool vbb_mq_to_batch(struct request *req, struct vbb_mq_req *r,
+			    struct io_comp_batch *iob)
+{
+	if (r->result != BLK_STS_OK || blk_rq_is_passthrough(req))
+		return false;
+	vbb_mq_cleanup(req, r);
+	return blk_mq_add_to_batch(req, iob, false, blk_mq_end_request_batch);
+}
+
+/*
+ * Under q->lock: complete what the device has returned on @q, from the
+ * interrupt (@iob NULL) or from ->poll. A hardware queue stopped on a full
+ * ring is started again. Returns the number of requests taken.
+ */
+static int vbb_mq_reap(struct vbb_dev *vb, struct vbb_vq *q,
+		       struct io_comp_batch *iob)
+{
+	struct vbb_mq_req *r;
+	unsigned int len;
+	int n = 0;
+
+	while ((r = virtqueue_get_buf(q->vq, &len))) {
+		struct request *req = blk_mq_rq_from_pdu(r);
+
+		n++;
+		r->used_len = len;
+		r->result = vbb_result(vb, r->status, len, r->in_len);
+		if (unlikely(blk_should_fake_timeout(req->q)))
+			continue;
+		/* true: another CPU completes it (the request is marked done) */
+		if (blk_mq_complete_request_remote(req))
+			continue;
+		if (iob && vbb_mq_to_batch(req, r, iob))
+			continue;
+		vbb_mq_complete(req);
+	}
+	if (n)
+		blk_mq_start_stopped_hw_queue(vb->hctx[q - vb->vqs], true);
+	return n;
+}
+
+/* Interrupt of a request queue. */
 void vbb_mq_done(struct virtqueue *vq)
 {
 	struct vbb_dev *vb = vq->vdev->priv;
 	struct vbb_vq *q = &vb->vqs[vq->index];
-	struct vbb_mq_req *r;
 	unsigned long flags;
-	unsigned int len;
-	bool done = false;
+	unsigned int seen;
 
 	spin_lock_irqsave(&q->lock, flags);
+	/* until no buffer came back between the last reap and re-enabling */
 	do {
 		virtqueue_disable_cb(vq);
-		while ((r = virtqueue_get_buf(vq, &len))) {
-			struct request *req = blk_mq_rq_from_pdu(r);
-
-			r->used_len = len;
-			r->result = vbb_result(vb, r->status, len, r->in_len);
-			if (likely(!blk_should_fake_timeout(req->q)))
-				blk_mq_complete_request(req);
-			done = true;
-		}
-	} while (!virtqueue_enable_cb(vq));
-	if (done)
-		blk_mq_start_stopped_hw_queues(vb->disk->queue, true);
+		vbb_mq_reap(vb, q, NULL);
+		seen = virtqueue_enable_cb_prepare(vq);
+	} while (unlikely(virtqueue_poll(vq, seen)));
 	spin_unlock_irqrestore(&q->lock, flags);
 }
 
-static void vbb_complete_batch(struct io_comp_batch *iob)
-{
-	struct request *req;
-
-	rq_list_for_each(&iob->req_list, req)
-		vbb_mq_cleanup(req, blk_mq_rq_to_pdu(req));
-	blk_mq_end_request_batch(iob);
-}
-
+/* ->poll of a poll queue (no interrupt): reap into the caller's batch. */
 static int vbb_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
 {
 	struct vbb_dev *vb = hctx->queue->queuedata;
 	struct vbb_vq *q;
-	struct vbb_mq_req *r;
 	unsigned long flags;
-	unsigned int len;
-	int found = 0;
+	int n;
 
 	if (unlikely(READ_ONCE(vb->killed)))
 		return 0;
 	q = vbb_hctx_vq(hctx);
-
 	spin_lock_irqsave(&q->lock, flags);
-	while ((r = virtqueue_get_buf(q->vq, &len))) {
-		struct request *req = blk_mq_rq_from_pdu(r);
-		bool err;
-
-		found++;
-		r->used_len = len;
-		r->result = vbb_result(vb, r->status, len, r->in_len);
-		/* only requests that succeed are completed in the batch */
-		err = r->result != BLK_STS_OK;
-		if (!blk_mq_complete_request_remote(req) &&
-		    !blk_mq_add_to_batch(req, iob, err, vbb_complete_batch))
-			vbb_mq_complete(req);
-	}
-	if (found)
-		blk_mq_start_stopped_hw_queues(vb->disk->queue, true);
+	n = vbb_mq_reap(vb, q, iob);
 	spin_unlock_irqrestore(&q->lock, flags);
-	return found;
+	return n;
 }
 
+/*
+ * CPU to hardware queue maps: the interrupt-driven queues first, spread as
+ * their vectors' affinity is; the poll queues after them, which have no
+ * vector, spread over the CPUs by blk-mq. No separate read queues.
+ */
 static void vbb_map_queues(struct blk_mq_tag_set *set)
 {
 	struct vbb_dev *vb = set->driver_data;
-	unsigned int i, off = 0;
+	struct blk_mq_queue_map *def = &set->map[HCTX_TYPE_DEFAULT];
+	struct blk_mq_queue_map *poll;
 
-	for (i = 0; i < set->nr_maps; i++) {
-		struct blk_mq_queue_map *map = &set->map[i];
+	def->nr_queues = vb->io_queues[HCTX_TYPE_DEFAULT];
+	def->queue_offset = 0;
+	blk_mq_virtio_map_queues(def, vb->vdev, 0);
+	if (set->nr_maps <= HCTX_TYPE_POLL)
+		return;
+	set->map[HCTX_TYPE_READ].nr_queues = 0;
+	set->map[HCTX_TYPE_READ].queue_offset = def->nr_queues;
+	poll = &set->map[HCTX_TYPE_POLL];
+	poll->nr_queues = vb->io_queues[HCTX_TYPE_POLL];
+	poll->queue_offset = def->nr_queues;
+	blk_mq_map_queues(poll);
+}
 
-		map->nr_queues = vb->io_queues[i];
-		map->queue_offset = off;
-		off += map->nr_queues;
-		if (!map->nr_queues)
-			continue;
-		/* interrupt queues follow their vector's affinity */
-		if (i == HCTX_TYPE_POLL)
-			blk_mq_map_queues(map);
-		else
-			blk_mq_virtio_map_queues(map, vb->vdev, 0);
-	}
+/* Remember each virtqueue's hardware context: vbb_mq_reap() restarts it. */
+static int vbb_init_hctx(struct blk_mq_hw_ctx *hctx, void *data,
+			 unsigned int index)
+{
+	struct vbb_dev *vb = data;
+
+	vb->hctx[index] = hctx;
+	return 0;
 }
 
 /*
@@ -520,6 +545,7 @@ static const struct blk_mq_ops vbb_mq_ops = {
 	.map_queues	= vbb_map_queues,
 	.poll		= vbb_poll,
 	.timeout	= vbb_mq_timeout,
+	.init_hctx	= vbb_init_hctx,
 };
 
 struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
@@ -557,6 +583,9 @@ struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
 	set->nr_hw_queues = vb->num_vqs;
 	set->nr_maps = vb->io_queues[HCTX_TYPE_POLL] ? HCTX_MAX_TYPES : 1;
 
+	vb->hctx = kcalloc(vb->num_vqs, sizeof(*vb->hctx), GFP_KERNEL);
+	if (!vb->hctx)
+		return ERR_PTR(-ENOMEM);
 	err = blk_mq_alloc_tag_set(set);
 	if (err)
 		return ERR_PTR(err);

@@ -81,6 +81,8 @@ struct vbb_dev {
 
 	/* blk-mq path */
 	struct blk_mq_tag_set tag_set;
+	/* the hardware context of each virtqueue (->init_hctx) */
+	struct blk_mq_hw_ctx **hctx;
 
 	/* bio path */
 	unsigned int *cpu_vq;

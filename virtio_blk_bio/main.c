@@ -63,12 +63,15 @@ blk_status_t vbb_status_to_blk(u8 status)
  * @used_len. The status byte is the last device-writable byte, after @in_len
  * bytes of data for the device to fill (a read, GET_ID): a used length that
  * does not reach it says the status (and maybe some data) was not written,
- * and the request fails whatever the status byte holds.
+ * and the request fails whatever the status byte holds. Only a
+ * VIRTIO_F_VERSION_1 device is held to that: the spec lets legacy devices
+ * report a wrong used length, and some do.
  */
 blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
 			u32 in_len)
 {
-	if (unlikely(!vbb_used_len_ok(used_len, in_len))) {
+	/* legacy devices are known to report used lengths wrong: not read */
+	if (unlikely(vb->check_used_len && !vbb_used_len_ok(used_len, in_len))) {
 		dev_warn_ratelimited(disk_to_dev(vb->disk),
 				     "used length %u short of %u data bytes + status\n",
 				     used_len, in_len);
@@ -350,7 +353,8 @@ int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim)
 		}
 		seg_max = min(seg_max, ring - 2);
 	}
-	seg_max = min_t(u32, seg_max, USHRT_MAX);
+	/* no virtqueue holds more than 32768 descriptors, indirect or not */
+	seg_max = min(seg_max, VBB_MAX_SEG_MAX);
 	if (vb->bio_path)
 		seg_max = min_t(u32, seg_max, VBB_BIO_MAX_SEGS);
 	lim->max_segments = seg_max;
@@ -361,11 +365,15 @@ int vbb_read_limits(struct vbb_dev *vb, struct queue_limits *lim)
 	if (!virtio_cread_feature(vdev, VIRTIO_BLK_F_SIZE_MAX,
 				  struct virtio_blk_config, size_max, &v) && v)
 		size_max = min(size_max, v);
-	/* the block layer cannot build segments smaller than a page */
+	/*
+	 * The block layer cannot build segments smaller than a page: such a
+	 * device would get segments larger than it takes. Refused.
+	 */
 	if (size_max < PAGE_SIZE) {
-		dev_warn(&vdev->dev, "max segment size %u raised to %lu\n",
-			 size_max, PAGE_SIZE);
-		size_max = PAGE_SIZE;
+		dev_err(&vdev->dev,
+			"segment size limit %u is below the page size (%lu): device not usable\n",
+			size_max, PAGE_SIZE);
+		return -EINVAL;
 	}
 	lim->max_segment_size = size_max;
 
@@ -759,6 +767,7 @@ static int vbb_probe(struct virtio_device *vdev)
 	vb->index = index;
 	vb->bio_path = READ_ONCE(use_bio);
 	vb->timeout = (unsigned long)READ_ONCE(io_timeout) * HZ;
+	vb->check_used_len = virtio_has_feature(vdev, VIRTIO_F_VERSION_1);
 	mutex_init(&vb->vdev_mutex);
 	INIT_WORK(&vb->config_work, vbb_config_work);
 

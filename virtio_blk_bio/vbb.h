@@ -26,6 +26,12 @@
 /* Scatterlist entries embedded in a blk-mq request before chaining. */
 #define VBB_MQ_INLINE_SG	2
 #define VBB_MAX_DISCARD_SEGS	256u
+/*
+ * A virtqueue has at most 32768 entries (virtio spec, "Virtqueues"): no
+ * request of more data segments, with its header and status, can be
+ * described to any device.
+ */
+#define VBB_MAX_SEG_MAX		(32768u - 2)
 
 struct vbb_breq;
 struct vbb_mq_req;
@@ -66,6 +72,8 @@ struct vbb_dev {
 	struct work_struct config_work;
 	int index;
 	bool bio_path;
+	/* used lengths are checked (VIRTIO_F_VERSION_1 devices) */
+	bool check_used_len;
 	/* given up (vbb_kill()) or not restored: every request fails */
 	bool killed;
 	/* given up because the transport broke it: not there to be reset */

@@ -39,6 +39,10 @@
 #define VHOST_BLK_WEIGHT		256
 /* Bytes one queue handles before yielding its worker. */
 #define VHOST_BLK_BYTE_WEIGHT		(16 << 20)
+/* The first look at a filling ring, in parts of batch_delay_us ... */
+#define VHOST_BLK_BATCH_LOOKS		32
+/* ... or in the guest's request gaps, once it has shown its pace. */
+#define VHOST_BLK_BATCH_TURNAROUND	4
 /* Completions written to the used ring per vhost_add_used_n() call. */
 #define VHOST_BLK_USED_BATCH		64
 
@@ -65,6 +69,7 @@ struct vhost_blk_qstats {
 	u64 throttled;
 	u64 batch_waits;	/* delayed looks at the ring (batch_delay_us) */
 	u64 batch_found;	/* ... that found requests */
+	u64 batch_looks;	/* looks that found the guest still queuing */
 };
 
 /* An attached backend file; immutable while attached. */
@@ -100,6 +105,12 @@ struct vhost_blk_vq {
 	 * vq.mutex.
 	 */
 	bool batching;
+	u16 batch_expect;	/* requests the burst should bring */
+	u16 batch_seen;		/* the avail index at the last look */
+	ktime_t batch_deadline;	/* no longer than batch_delay_us */
+	ktime_t batch_look;	/* when the last look was armed */
+	u64 batch_step_ns;	/* and for how long */
+	u64 batch_gap_ns;	/* the guest's last time per request */
 	struct hrtimer batch_timer;
 	u16 index;
 	struct vhost_blk_qstats stats;

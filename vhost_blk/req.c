@@ -526,16 +526,17 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
  * and an interrupt: VM exits, which dominate what an I/O costs a guest.
  * So once a pass has found more than one request (or more than one is in
  * flight), the queue leaves the guest's notifications off when the ring
- * runs empty and looks at it again batch_delay_us later, or as soon as
- * completions are retired: what the guest queued meanwhile needs no
- * notification, and one pass and one interrupt cover all of it.  A look
- * that finds nothing turns notifications back on, so an idle queue, or one
- * request at a time, never waits for the timer.
+ * runs empty and waits for the guest's next burst: it looks at the ring
+ * without fetching until the burst is over (below), or batch_delay_us has
+ * passed, then takes all of it in one pass, whose completions go back with
+ * one interrupt.  A look that finds nothing turns notifications back on,
+ * and a pass of one request with at most one in flight never waits: a
+ * queue at depth one is answered at once.
  */
-unsigned int vhost_blk_batch_delay_us;
+unsigned int vhost_blk_batch_delay_us = 1000;
 module_param_named(batch_delay_us, vhost_blk_batch_delay_us, uint, 0644);
 MODULE_PARM_DESC(batch_delay_us,
-		 "How long a busy queue lets the guest queue more requests without notifying (us, 0 = off; new devices)");
+		 "Longest a busy queue waits for the guest's burst to end, with notifications off (us, 0 = off, default 1000; new devices)");
 
 static enum hrtimer_restart vhost_blk_batch_timeout(struct hrtimer *timer)
 {
@@ -559,23 +560,90 @@ void vhost_blk_batch_stop(struct vhost_blk_vq *bvq)
 	bvq->batching = false;
 }
 
+/* The longest step between two looks: an eighth of batch_delay_us. */
+static u64 vhost_blk_batch_step_max(u32 delay_us)
+{
+	return max_t(u64, (u64)delay_us * NSEC_PER_USEC / 8, 2 * NSEC_PER_USEC);
+}
+
+static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step)
+{
+	bvq->batch_step_ns = step;
+	bvq->batch_look = ktime_get();
+	hrtimer_start(&bvq->batch_timer, ns_to_ktime(step), HRTIMER_MODE_REL);
+}
+
 /*
  * The ring ran empty after a pass that found @found requests: true if the
- * queue waits for more with notifications off.  Under vq.mutex.
+ * queue waits for the guest's next burst with notifications off.  It
+ * expects as many requests as the pass found (a guest at a steady queue
+ * depth gives back what completes).  Under vq.mutex.
  */
 static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 {
 	u32 delay = min_t(u32, READ_ONCE(bvq->blk->batch_delay_us),
 			  VHOST_BLK_BATCH_DELAY_MAX);
+	u64 first;
 
 	if (!delay || !found || (found < 2 && bvq->inflight < 2)) {
 		bvq->batching = false;
 		return false;
 	}
 	bvq->batching = true;
+	bvq->batch_expect = max(found, 2);
+	bvq->batch_seen = bvq->vq.last_avail_idx;
+	bvq->batch_deadline = ktime_add_us(ktime_get(), delay);
 	bvq->stats.batch_waits++;
-	hrtimer_start(&bvq->batch_timer, ns_to_ktime((u64)delay * NSEC_PER_USEC),
-		      HRTIMER_MODE_REL);
+	/*
+	 * The guest takes a few of its request gaps to answer an interrupt;
+	 * before it has shown its pace, a 32nd of batch_delay_us.
+	 */
+	first = bvq->batch_gap_ns ? VHOST_BLK_BATCH_TURNAROUND * bvq->batch_gap_ns :
+				    (u64)delay * NSEC_PER_USEC / VHOST_BLK_BATCH_LOOKS;
+	vhost_blk_batch_arm(bvq, clamp_t(u64, first, 2 * NSEC_PER_USEC,
+					 vhost_blk_batch_step_max(delay)));
+	return true;
+}
+
+/*
+ * A look at a ring the queue is batching on: true if the guest is still
+ * adding to it, so the queue looks again later instead of fetching now.
+ * The burst is over, and the queue fetches, once the ring holds what the
+ * queue expects, or has something and did not grow since the last look, or
+ * batch_delay_us has passed since the queue began to wait: no request
+ * waits longer.  The next look follows the guest's pace: twice the time
+ * each request took to arrive since the last look, or twice the last step
+ * while nothing came yet.  Under vq.mutex.
+ */
+static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+	u64 max_step, step;
+	ktime_t now = ktime_get();
+	__virtio16 raw;
+	u16 idx, n, grew;
+
+	if (ktime_after(now, bvq->batch_deadline))
+		return false;
+	/* No IOTLB here (no VIRTIO_F_ACCESS_PLATFORM): the owner's address. */
+	if (unlikely(get_user(raw, &vq->avail->idx)))
+		return false;
+	idx = vhost16_to_cpu(vq, raw);
+	n = idx - vq->last_avail_idx;
+	grew = idx - bvq->batch_seen;
+	if (n >= bvq->batch_expect || (n && !grew))
+		return false;
+	max_step = vhost_blk_batch_step_max(READ_ONCE(bvq->blk->batch_delay_us));
+	if (grew) {
+		bvq->batch_gap_ns = div_u64(ktime_to_ns(ktime_sub(now,
+							      bvq->batch_look)),
+					    grew);
+		step = 2 * bvq->batch_gap_ns;
+	} else {
+		step = 2 * bvq->batch_step_ns;
+	}
+	bvq->batch_seen = idx;
+	vhost_blk_batch_arm(bvq, clamp_t(u64, step, 2 * NSEC_PER_USEC, max_step));
 	return true;
 }
 
@@ -609,12 +677,19 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		mutex_unlock(&vq->mutex);
 		return;
 	}
+	if (bvq->batching) {
+		hrtimer_try_to_cancel(&bvq->batch_timer);
+		/* The guest is still queuing: look again later. */
+		if (!bvq->throttled && vhost_blk_burst_grows(bvq)) {
+			bvq->stats.batch_looks++;
+			mutex_unlock(&vq->mutex);
+			return;
+		}
+	}
 	vhost_blk_owner_enter(be, &saved);
 	stable = !vhost_has_feature(vq, VIRTIO_BLK_F_FLUSH);
 	blk_start_plug(&plug);
 	vhost_disable_notify(vq->dev, vq);
-	if (bvq->batching)
-		hrtimer_try_to_cancel(&bvq->batch_timer);
 	do {
 		if (bvq->inflight >= vhost_blk_max_inflight) {
 			/* The completion work kicks us again. */
@@ -746,7 +821,7 @@ void vhost_blk_done_work(struct vhost_work *work)
 		bvq->throttled = false;
 		vhost_poll_queue(&vq->poll);
 	} else if (bvq->batching && !vhost_vq_avail_empty(vq->dev, vq)) {
-		/* Batching: what the guest queued meanwhile, now. */
+		/* Batching: the kick handler looks whether the burst is over. */
 		vhost_poll_queue(&vq->poll);
 	}
 	mutex_unlock(&vq->mutex);

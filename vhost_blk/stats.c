@@ -56,6 +56,7 @@ static void vhost_blk_stats_sum(struct vhost_blk_qstats *sum,
 	sum->throttled += READ_ONCE(q->throttled);
 	sum->batch_waits += READ_ONCE(q->batch_waits);
 	sum->batch_found += READ_ONCE(q->batch_found);
+	sum->batch_looks += READ_ONCE(q->batch_looks);
 }
 
 static int vhost_blk_stats_show(struct seq_file *m, void *v)
@@ -83,6 +84,7 @@ static int vhost_blk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "batch_delay_us %u\n", READ_ONCE(blk->batch_delay_us));
 	seq_printf(m, "batch_waits %llu\n", sum.batch_waits);
 	seq_printf(m, "batch_found %llu\n", sum.batch_found);
+	seq_printf(m, "batch_looks %llu\n", sum.batch_looks);
 	seq_printf(m, "syncs %llu\n", READ_ONCE(blk->sync_gen));
 	seq_printf(m, "in_flight %d\n", atomic_read(&blk->pending));
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {

@@ -185,11 +185,12 @@ struct vhost_blk_config {
 /* Read the config the device presents. */
 #define VHOST_BLK_GET_CONFIG	_IOWR(VHOST_VIRTIO, 0x91, struct vhost_blk_config)
 /*
- * Batching, for every queue of the device: how long (microseconds, at most
- * VHOST_BLK_BATCH_DELAY_MAX) a queue the guest keeps busy waits, with the
- * guest's notifications off, before it looks at the ring again; 0 answers
- * every notification at once.  A new device takes the module parameter
- * batch_delay_us.  Errors: EPERM not the owner, EINVAL above the maximum.
+ * Batching, for every queue of the device: the longest (microseconds, at
+ * most VHOST_BLK_BATCH_DELAY_MAX) a queue the guest keeps busy waits, with
+ * the guest's notifications off, for the guest's next burst of requests to
+ * end before it fetches them; 0 answers every notification at once.  A new
+ * device takes the module parameter batch_delay_us.  Errors: EPERM not the
+ * owner, EINVAL above the maximum.
  */
 #define VHOST_BLK_BATCH_DELAY_MAX	10000
 #define VHOST_BLK_SET_BATCH_DELAY	_IOW(VHOST_VIRTIO, 0x92, __u32)

@@ -5,13 +5,18 @@
  * ->submit_bio turns each bio into one virtio-blk request on the virtqueue
  * of the submitting CPU. While the task holds a plug the kick is deferred to
  * the plug's unplug callback, so a batch of bios costs one notification.
+ * Submitters that find a ring full wait for space in arrival order, and a new
+ * submitter queues behind them.
  *
  * With a write-back cache, REQ_PREFLUSH and REQ_FUA are emulated with
  * VIRTIO_BLK_T_FLUSH: a preflush completes before the data is issued, and a
- * FUA write completes only after a flush issued behind it has completed.
- * Those continuation stages are issued from the completion interrupt; if the
- * ring is full at that point they wait on a per-queue deferred list that the
- * next completion drains before waking any sleeping submitter.
+ * FUA write completes only after a flush issued behind it has completed. The
+ * device has one flush request: everything that needs a flush while one is
+ * in flight waits for the next, which covers them all. A PREFLUSH/FUA write
+ * that is split is flushed once, before its first part and after its last.
+ * The stages after a flush or a write are issued from the completion; if the
+ * ring is full then, they wait on a per-queue deferred list that the next
+ * completion drains before it wakes a waiting submitter.
  */
 #include <linux/bio.h>
 #include <linux/blk-mq-virtio.h>
@@ -19,13 +24,15 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
 
 #include "vbb.h"
 
 enum vbb_stage {
-	VBB_STAGE_PREFLUSH,	/* flush ahead of the data */
-	VBB_STAGE_DATA,		/* read/write/discard/write zeroes */
-	VBB_STAGE_POSTFLUSH,	/* flush behind a FUA write */
+	VBB_STAGE_DATA,		/* read/write/discard/write zeroes on a ring */
+	VBB_STAGE_PREFLUSH,	/* waiting for a flush before the data */
+	VBB_STAGE_POSTFLUSH,	/* waiting for a flush after a FUA write */
+	VBB_STAGE_FLUSH,	/* the device's flush request (vb->flush_br) */
 	VBB_STAGE_GET_ID,	/* internal: device serial */
 };
 
@@ -33,6 +40,8 @@ struct vbb_breq {
 	struct virtio_blk_outhdr out_hdr;
 	u8 status;
 	u8 stage;
+	/* bio_start_io_acct() done, at the first add of the data */
+	bool acct;
 	/* device-writable data bytes of the stage ahead of the status byte */
 	u32 in_len;
 	/* what the device reported in the used ring */
@@ -43,12 +52,44 @@ struct vbb_breq {
 	unsigned long issued;
 	struct bio *bio;
 	unsigned long start;
+	/* waiting for a flush */
+	struct vbb_fwait fw;
 	/* GET_ID */
 	void *buf;
 	struct completion *wait;
 	blk_status_t result;
 	struct virtio_blk_discard_write_zeroes range;
 	struct scatterlist sg[VBB_BIO_MAX_SEGS];
+};
+
+/*
+ * A PREFLUSH and/or FUA write that bio_split_to_limits() split: its flags
+ * are taken off it and off its parts, which go to the device as plain
+ * writes, after one flush for the whole bio (PREFLUSH) and with one flush
+ * after the last part has completed (FUA). Its completion is ours until then
+ * (bi_end_io is vbb_split_end()): the block layer calls it once every part
+ * has completed.
+ */
+struct vbb_split {
+	struct vbb_fwait fw;
+	struct vbb_dev *vb;
+	struct bio *bio;
+	bio_end_io_t *end_io;
+	void *private;
+	blk_opf_t flags;
+	spinlock_t lock;
+	/* the preflush is done (or none is needed), with pre_status */
+	bool preflushed;
+	blk_status_t pre_status;
+	/* parts waiting for the preflush, in arrival order */
+	struct vbb_breq *waiting;
+	struct vbb_breq **waiting_tail;
+};
+
+/* A submitter waiting for ring space (vbb_vq.waiters). */
+struct vbb_waiter {
+	struct list_head node;
+	struct task_struct *task;
 };
 
 struct vbb_plug_cb {
@@ -133,6 +174,11 @@ static int vbb_enter(struct vbb_dev *vb, bool nowait)
 	}
 }
 
+static struct vbb_vq *vbb_cpu_vq(struct vbb_dev *vb)
+{
+	return &vb->vqs[vb->cpu_vq[raw_smp_processor_id()]];
+}
+
 /* Map the bio's data into br->sg; returns the entry count or -EIO. */
 static int vbb_map_bio(struct vbb_dev *vb, struct vbb_breq *br,
 		       struct bio *bio)
@@ -187,8 +233,7 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 	sgs[(*out)++] = hdr;
 
 	switch (br->stage) {
-	case VBB_STAGE_PREFLUSH:
-	case VBB_STAGE_POSTFLUSH:
+	case VBB_STAGE_FLUSH:
 		type = VIRTIO_BLK_T_FLUSH;
 		break;
 	case VBB_STAGE_GET_ID:
@@ -197,7 +242,7 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 		sgs[(*in)++ + *out] = &br->sg[0];
 		br->in_len = VIRTIO_BLK_ID_BYTES;
 		break;
-	default:
+	case VBB_STAGE_DATA:
 		switch (bio_op(bio)) {
 		case REQ_OP_READ:
 			type = VIRTIO_BLK_T_IN;
@@ -241,6 +286,8 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 			br->in_len = bio->bi_iter.bi_size;
 		}
 		break;
+	default:
+		return -EINVAL;	/* a stage that waits for a flush */
 	}
 
 	br->out_hdr.type = cpu_to_virtio32(vdev, type);
@@ -252,6 +299,11 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 	return 0;
 }
 
+/*
+ * Under q->lock: put @br's stage on the ring. The data of a bio is accounted
+ * from its first add on (the block layer's I/O statistics then count the
+ * time the device holds it, not the time spent waiting for ring space).
+ */
 static int vbb_add(struct vbb_dev *vb, struct vbb_vq *q, struct vbb_breq *br)
 {
 	struct scatterlist hdr, status, *sgs[3];
@@ -270,7 +322,24 @@ static int vbb_add(struct vbb_dev *vb, struct vbb_vq *q, struct vbb_breq *br)
 	if (list_empty(&q->busy) && vb->timeout)
 		queue_delayed_work(vbb_wq, &vb->watchdog, vb->timeout);
 	list_add_tail(&br->busy, &q->busy);
+	if (br->stage == VBB_STAGE_DATA && !br->acct) {
+		br->start = bio_start_io_acct(br->bio);
+		br->acct = true;
+	}
 	return 0;
+}
+
+/*
+ * -ENOSPC from a ring that holds nothing: with indirect descriptors this is
+ * an indirect table that could not be allocated (the request then needs as
+ * many ring entries as it has segments); it fits once memory is found, but
+ * no completion will come to say so: retry on a timer. Without indirect
+ * descriptors, a request too large for the ring never fits.
+ */
+static bool vbb_never_fits(struct vbb_dev *vb, struct vbb_vq *q)
+{
+	return vbb_ring_empty(q) &&
+	       !virtio_has_feature(vb->vdev, VIRTIO_RING_F_INDIRECT_DESC);
 }
 
 static bool vbb_kick_prepare(struct vbb_vq *q)
@@ -283,6 +352,16 @@ static bool vbb_kick_prepare(struct vbb_vq *q)
 	if (kick)
 		q->notifies++;
 	return kick;
+}
+
+/* Under q->lock: let the first waiting submitter try (it wakes the next). */
+static void vbb_wake_first(struct vbb_vq *q)
+{
+	struct vbb_waiter *w;
+
+	w = list_first_entry_or_null(&q->waiters, struct vbb_waiter, node);
+	if (w)
+		wake_up_process(w->task);
 }
 
 static void vbb_unplug(struct blk_plug_cb *cb, bool from_schedule)
@@ -326,57 +405,80 @@ static bool vbb_plugged(struct vbb_dev *vb)
 	return true;
 }
 
+static void vbb_flush_done(struct vbb_dev *vb, blk_status_t st);
+
+/*
+ * The end of a request: a bio's (the I/O counted as completed only if it
+ * reached the ring), GET_ID's (its caller waits), the flush's (its waiters).
+ */
 static void vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
 		       blk_status_t st)
 {
 	struct bio *bio = br->bio;
 
-	if (br->stage == VBB_STAGE_GET_ID) {
+	switch (br->stage) {
+	case VBB_STAGE_GET_ID:
 		br->result = st;
 		complete(br->wait);
 		return;
+	case VBB_STAGE_FLUSH:
+		vbb_flush_done(vb, st);
+		return;
+	default:
+		break;
 	}
 	if (st)
 		bio->bi_status = st;
-	bio_end_io_acct(bio, br->start);
+	if (br->acct)
+		bio_end_io_acct(bio, br->start);
 	mempool_free(br, vb->breq_pool);
+	/* the last part of a split write may end in vbb_split_end() */
 	bio_endio(bio);
 	percpu_ref_put(&vb->ref);
 }
 
+/* Under q->lock: @br goes behind the deferred stages of @q. */
+static void vbb_defer(struct vbb_vq *q, struct vbb_breq *br)
+{
+	br->next = NULL;
+	if (q->deferred_tail)
+		q->deferred_tail->next = br;
+	else
+		q->deferred_head = br;
+	q->deferred_tail = br;
+	q->full++;
+}
+
 /*
- * Queue a continuation stage from completion context: never sleeps; if the
- * ring is full (or others already wait) the request joins the deferred list.
+ * Queue a stage from completion context (or on behalf of a bio that may not
+ * sleep): never sleeps; if the ring is full, or other stages already wait,
+ * the request joins the deferred list.
  */
 static void vbb_queue_atomic(struct vbb_dev *vb, struct vbb_vq *q,
 			     struct vbb_breq *br)
 {
 	unsigned long flags;
-	bool kick = false;
+	bool kick = false, retry = false;
 	int err = -ENOSPC;
 
 	spin_lock_irqsave(&q->lock, flags);
 	/* keep the order of earlier deferred stages */
 	if (!q->deferred_head) {
 		err = vbb_add(vb, q, br);
-		if (err == -ENOSPC &&
-		    q->vq->num_free == virtqueue_get_vring_size(q->vq))
-			err = -EIO;	/* does not fit even an empty ring */
+		if (err == -ENOSPC && vbb_never_fits(vb, q))
+			err = -EIO;
 	}
 	if (err == -ENOSPC) {
-		br->next = NULL;
-		if (q->deferred_tail)
-			q->deferred_tail->next = br;
-		else
-			q->deferred_head = br;
-		q->deferred_tail = br;
-		q->full++;
+		vbb_defer(q, br);
+		retry = vbb_ring_empty(q);
 		err = 0;
 	} else if (!err) {
 		kick = vbb_kick_prepare(q);
 	}
 	spin_unlock_irqrestore(&q->lock, flags);
 	vbb_notify_prepared(q, kick);
+	if (retry)
+		queue_delayed_work(vbb_wq, &vb->retry, 1);
 	if (err)
 		vbb_finish(vb, br, BLK_STS_IOERR);
 }
@@ -386,15 +488,16 @@ static void vbb_drain_deferred(struct vbb_dev *vb, struct vbb_vq *q)
 {
 	struct vbb_breq *failed = NULL, *br;
 	unsigned long flags;
-	bool kick = false, added = false;
+	bool kick = false, added = false, retry = false;
 	int err;
 
 	spin_lock_irqsave(&q->lock, flags);
 	while ((br = q->deferred_head)) {
 		err = vbb_add(vb, q, br);
-		if (err == -ENOSPC &&
-		    q->vq->num_free < virtqueue_get_vring_size(q->vq))
+		if (err == -ENOSPC && !vbb_never_fits(vb, q)) {
+			retry = vbb_ring_empty(q);
 			break;
+		}
 		q->deferred_head = br->next;
 		if (!q->deferred_head)
 			q->deferred_tail = NULL;
@@ -409,6 +512,8 @@ static void vbb_drain_deferred(struct vbb_dev *vb, struct vbb_vq *q)
 		kick = vbb_kick_prepare(q);
 	spin_unlock_irqrestore(&q->lock, flags);
 	vbb_notify_prepared(q, kick);
+	if (retry)
+		queue_delayed_work(vbb_wq, &vb->retry, 1);
 
 	while ((br = failed)) {
 		failed = br->next;
@@ -416,36 +521,107 @@ static void vbb_drain_deferred(struct vbb_dev *vb, struct vbb_vq *q)
 	}
 }
 
-static void vbb_stage_done(struct vbb_dev *vb, struct vbb_vq *q,
-			   struct vbb_breq *br)
+/*
+ * The device's flush request is shared: @fw waits for a flush that is
+ * issued after this call. If none is in flight, one is issued now for it;
+ * otherwise it waits for the next, which is issued when the one in flight
+ * completes and covers everything that waits by then. A flush covers the
+ * writes completed before it was issued, so every waiter gets what it needs
+ * (PREFLUSH: the writes completed before its bio was submitted; FUA: its own
+ * write), at the cost of one flush per round instead of one per waiter.
+ * Never sleeps.
+ */
+static void vbb_flush_join(struct vbb_dev *vb, struct vbb_fwait *fw,
+			   void (*done)(struct vbb_dev *vb,
+					struct vbb_fwait *fw,
+					blk_status_t st))
+{
+	unsigned long flags;
+	bool issue = false;
+
+	fw->done = done;
+	fw->next = NULL;
+	spin_lock_irqsave(&vb->flush_lock, flags);
+	*vb->flush_pending_tail = fw;
+	vb->flush_pending_tail = &fw->next;
+	if (!vb->flush_running) {
+		vb->flush_running = true;
+		vb->flush_covered = vb->flush_pending;
+		vb->flush_pending = NULL;
+		vb->flush_pending_tail = &vb->flush_pending;
+		issue = true;
+	}
+	spin_unlock_irqrestore(&vb->flush_lock, flags);
+	if (issue) {
+		atomic64_inc(&vb->flushes);
+		vb->flush_br->stage = VBB_STAGE_FLUSH;
+		vbb_queue_atomic(vb, vbb_cpu_vq(vb), vb->flush_br);
+	}
+}
+
+/* The flush in flight ended with @st: its waiters go on, the next starts. */
+static void vbb_flush_done(struct vbb_dev *vb, blk_status_t st)
+{
+	struct vbb_fwait *covered, *fw;
+	unsigned long flags;
+	bool again;
+
+	spin_lock_irqsave(&vb->flush_lock, flags);
+	covered = vb->flush_covered;
+	again = vb->flush_pending;
+	vb->flush_covered = vb->flush_pending;
+	vb->flush_pending = NULL;
+	vb->flush_pending_tail = &vb->flush_pending;
+	vb->flush_running = again;
+	spin_unlock_irqrestore(&vb->flush_lock, flags);
+	if (again) {
+		atomic64_inc(&vb->flushes);
+		vbb_queue_atomic(vb, vbb_cpu_vq(vb), vb->flush_br);
+	}
+	while ((fw = covered)) {
+		covered = fw->next;
+		fw->done(vb, fw, st);
+	}
+}
+
+/* The flush ahead of a bio's data: then the data goes to a ring. */
+static void vbb_preflushed(struct vbb_dev *vb, struct vbb_fwait *fw,
+			   blk_status_t st)
+{
+	struct vbb_breq *br = container_of(fw, struct vbb_breq, fw);
+
+	if (st || !bio_sectors(br->bio)) {
+		vbb_finish(vb, br, st);	/* failed, or an empty flush */
+		return;
+	}
+	br->stage = VBB_STAGE_DATA;
+	vbb_queue_atomic(vb, vbb_cpu_vq(vb), br);
+}
+
+/* The flush behind a FUA write: the bio is done. */
+static void vbb_postflushed(struct vbb_dev *vb, struct vbb_fwait *fw,
+			    blk_status_t st)
+{
+	vbb_finish(vb, container_of(fw, struct vbb_breq, fw), st);
+}
+
+/* A data stage has completed: a FUA write flushes, the rest finishes. */
+static void vbb_stage_done(struct vbb_dev *vb, struct vbb_breq *br)
 {
 	blk_status_t st = vbb_result(vb, br->status, br->used_len, br->in_len);
-	struct bio *bio = br->bio;
 
-	switch (br->stage) {
-	case VBB_STAGE_PREFLUSH:
-		if (!st && bio_sectors(bio)) {
-			br->stage = VBB_STAGE_DATA;
-			vbb_queue_atomic(vb, q, br);
-			return;
-		}
-		break;
-	case VBB_STAGE_DATA:
-		if (!st && (bio->bi_opf & REQ_FUA)) {
-			atomic64_inc(&vb->fua_flushes);
-			br->stage = VBB_STAGE_POSTFLUSH;
-			vbb_queue_atomic(vb, q, br);
-			return;
-		}
-		break;
-	default:
-		break;
+	if (br->stage == VBB_STAGE_DATA && !st &&
+	    (br->bio->bi_opf & REQ_FUA)) {
+		atomic64_inc(&vb->fua_flushes);
+		br->stage = VBB_STAGE_POSTFLUSH;
+		vbb_flush_join(vb, &br->fw, vbb_postflushed);
+		return;
 	}
 	vbb_finish(vb, br, st);
 }
 
 /* Under q->lock: take what the device has returned, in order. */
-static struct vbb_breq *vbb_bio_collect(struct vbb_vq *q)
+static struct vbb_breq *vbb_bio_collect(struct vbb_vq *q, int *count)
 {
 	struct vbb_breq *head = NULL, **tail = &head, *br;
 	unsigned int len;
@@ -456,26 +632,32 @@ static struct vbb_breq *vbb_bio_collect(struct vbb_vq *q)
 		br->next = NULL;
 		*tail = br;
 		tail = &br->next;
+		(*count)++;
 	}
 	return head;
 }
 
-/* Finish or continue what vbb_bio_collect() took, then refill the ring. */
+/*
+ * Finish or continue what vbb_bio_collect() took, then refill the ring:
+ * deferred stages first, then the first waiting submitter.
+ */
 static void vbb_bio_process(struct vbb_dev *vb, struct vbb_vq *q,
 			    struct vbb_breq *head)
 {
 	struct vbb_breq *br;
+	unsigned long flags;
 
 	if (!head)
 		return;
 	while ((br = head)) {
 		head = br->next;
-		vbb_stage_done(vb, q, br);
+		vbb_stage_done(vb, br);
 	}
 	if (READ_ONCE(q->deferred_head))
 		vbb_drain_deferred(vb, q);
-	if (wq_has_sleeper(&q->wait))
-		wake_up(&q->wait);
+	spin_lock_irqsave(&q->lock, flags);
+	vbb_wake_first(q);
+	spin_unlock_irqrestore(&q->lock, flags);
 }
 
 void vbb_bio_done(struct virtqueue *vq)
@@ -484,18 +666,33 @@ void vbb_bio_done(struct virtqueue *vq)
 	struct vbb_vq *q = &vb->vqs[vq->index];
 	struct vbb_breq *head = NULL, **tail = &head;
 	unsigned long flags;
-	unsigned int last;
+	unsigned int seen;
+	int n = 0;
 
 	spin_lock_irqsave(&q->lock, flags);
 	do {
 		virtqueue_disable_cb(vq);
-		*tail = vbb_bio_collect(q);
+		*tail = vbb_bio_collect(q, &n);
 		while (*tail)
 			tail = &(*tail)->next;
-		last = virtqueue_enable_cb_prepare(vq);
-	} while (unlikely(virtqueue_poll(vq, last)));
+		seen = virtqueue_enable_cb_prepare(vq);
+	} while (unlikely(virtqueue_poll(vq, seen)));
 	spin_unlock_irqrestore(&q->lock, flags);
 	vbb_bio_process(vb, q, head);
+}
+
+/* Reap @q outside its interrupt (watchdog); the count taken. */
+static int vbb_bio_reap(struct vbb_dev *vb, struct vbb_vq *q)
+{
+	struct vbb_breq *done;
+	unsigned long flags;
+	int n = 0;
+
+	spin_lock_irqsave(&q->lock, flags);
+	done = vbb_bio_collect(q, &n);
+	spin_unlock_irqrestore(&q->lock, flags);
+	vbb_bio_process(vb, q, done);
+	return n;
 }
 
 /*
@@ -513,18 +710,17 @@ static void vbb_watchdog(struct work_struct *work)
 
 	for (i = 0; i < vb->num_vqs; i++) {
 		struct vbb_vq *q = &vb->vqs[i];
-		struct vbb_breq *br, *done;
+		struct vbb_breq *br;
 		unsigned long flags;
 
+		vbb_bio_reap(vb, q);
 		spin_lock_irqsave(&q->lock, flags);
-		done = vbb_bio_collect(q);
 		br = list_first_entry_or_null(&q->busy, struct vbb_breq, busy);
 		if (br && (!busy || time_before(br->issued, oldest))) {
 			oldest = br->issued;
 			busy = true;
 		}
 		spin_unlock_irqrestore(&q->lock, flags);
-		vbb_bio_process(vb, q, done);
 	}
 	if (!busy)
 		return;
@@ -537,13 +733,36 @@ static void vbb_watchdog(struct work_struct *work)
 }
 
 /*
+ * Deferred stages on a ring that holds nothing (an indirect table could not
+ * be allocated): no completion comes to add them, this does.
+ */
+static void vbb_retry(struct work_struct *work)
+{
+	struct vbb_dev *vb = container_of(to_delayed_work(work),
+					  struct vbb_dev, retry);
+	unsigned int i;
+
+	for (i = 0; i < vb->num_vqs; i++) {
+		struct vbb_vq *q = &vb->vqs[i];
+		unsigned long flags;
+
+		if (READ_ONCE(q->deferred_head))
+			vbb_drain_deferred(vb, q);
+		spin_lock_irqsave(&q->lock, flags);
+		vbb_wake_first(q);
+		spin_unlock_irqrestore(&q->lock, flags);
+	}
+}
+
+/*
  * vbb_kill(), with vdev_mutex held, the device broken and reset: take every
- * request from the rings and the deferred lists, wake the submitters that
- * wait for space (they see vb->killed and fail).
+ * request from the rings and the deferred lists, wake every submitter that
+ * waits for space (they see vb->killed and fail).
  */
 struct vbb_breq *vbb_bio_take_all(struct vbb_dev *vb)
 {
 	struct vbb_breq *chain = NULL, *br;
+	struct vbb_waiter *w;
 	unsigned int i;
 
 	for (i = 0; i < vb->num_vqs; i++) {
@@ -561,7 +780,8 @@ struct vbb_breq *vbb_bio_take_all(struct vbb_dev *vb)
 			chain = br;
 		}
 		q->deferred_tail = NULL;
-		wake_up_all(&q->wait);
+		list_for_each_entry(w, &q->waiters, node)
+			wake_up_process(w->task);
 		spin_unlock_irq(&q->lock);
 	}
 	return chain;
@@ -578,16 +798,20 @@ void vbb_bio_fail_all(struct vbb_dev *vb, struct vbb_breq *chain)
 }
 
 /*
- * First stage from ->submit_bio: sleeps for ring space unless the bio is
- * REQ_NOWAIT. Returns 0, -EAGAIN (would block) or another error.
+ * First stage from ->submit_bio or GET_ID: sleeps for ring space unless
+ * @nowait. Submitters that find no space wait in arrival order; only the
+ * first of them tries to add, and a new submitter does not add while any
+ * wait (nor while stages are deferred): it queues behind them. The first
+ * one, once added, lets the next try. Returns 0, -EAGAIN (would block) or
+ * another error.
  */
 static int vbb_queue_first(struct vbb_dev *vb, struct vbb_breq *br,
 			   bool nowait)
 {
-	struct vbb_vq *q = &vb->vqs[vb->cpu_vq[raw_smp_processor_id()]];
+	struct vbb_vq *q = vbb_cpu_vq(vb);
+	struct vbb_waiter w = { .task = current };
+	bool kick = false, plugged, waiting = false, empty;
 	unsigned long flags;
-	DEFINE_WAIT(wait);
-	bool kick, plugged;
 	int err;
 
 	for (;;) {
@@ -596,60 +820,202 @@ static int vbb_queue_first(struct vbb_dev *vb, struct vbb_breq *br,
 		 * with it the callback that would have kicked for us.
 		 */
 		plugged = br->stage != VBB_STAGE_GET_ID && vbb_plugged(vb);
-		err = -ENOSPC;
 		spin_lock_irqsave(&q->lock, flags);
 		if (READ_ONCE(vb->killed)) {
-			spin_unlock_irqrestore(&q->lock, flags);
 			err = -EIO;
 			break;
-		} else if (!q->deferred_head) {
+		}
+		err = -ENOSPC;
+		if (!q->deferred_head &&
+		    (waiting ? list_first_entry(&q->waiters, struct vbb_waiter,
+						node) == &w :
+			       list_empty(&q->waiters))) {
 			err = vbb_add(vb, q, br);
-			if (err == -ENOSPC &&
-			    q->vq->num_free == virtqueue_get_vring_size(q->vq))
-				err = -EIO;	/* cannot ever fit */
+			if (err == -ENOSPC && vbb_never_fits(vb, q))
+				err = -EIO;
 		}
 		if (!err) {
-			if (plugged) {
+			if (plugged)
 				q->kick_pending = true;
-				kick = false;
-			} else {
+			else
 				kick = vbb_kick_prepare(q);
-			}
-			spin_unlock_irqrestore(&q->lock, flags);
-			vbb_notify_prepared(q, kick);
 			break;
 		}
-		if (err != -ENOSPC) {
-			spin_unlock_irqrestore(&q->lock, flags);
+		if (err != -ENOSPC)
 			break;
-		}
-		/* full: make sure the device works on what is queued */
+		/* no room: make sure the device works on what is queued */
 		q->full++;
 		kick = vbb_kick_prepare(q);
-		if (!nowait)
-			prepare_to_wait(&q->wait, &wait, TASK_UNINTERRUPTIBLE);
-		spin_unlock_irqrestore(&q->lock, flags);
-		vbb_notify_prepared(q, kick);
 		if (nowait) {
 			err = -EAGAIN;
 			break;
 		}
-		io_schedule();
+		if (!waiting) {
+			list_add_tail(&w.node, &q->waiters);
+			waiting = true;
+		}
+		empty = vbb_ring_empty(q);
+		set_current_state(TASK_UNINTERRUPTIBLE);
+		spin_unlock_irqrestore(&q->lock, flags);
+		vbb_notify_prepared(q, kick);
+		kick = false;
+		/* nothing in flight to wake us: an indirect table failed */
+		if (empty)
+			io_schedule_timeout(1);
+		else
+			io_schedule();
 	}
-	finish_wait(&q->wait, &wait);
+	if (waiting) {
+		list_del(&w.node);
+		/* the next may fit too, or must see that the device is gone */
+		vbb_wake_first(q);
+	}
+	spin_unlock_irqrestore(&q->lock, flags);
+	vbb_notify_prepared(q, kick);
 	return err;
+}
+
+static void vbb_split_finish(struct vbb_split *sp, blk_status_t st);
+
+/* The preflush of a split write: its parts may go to the rings now. */
+static void vbb_split_preflushed(struct vbb_dev *vb, struct vbb_fwait *fw,
+				 blk_status_t st)
+{
+	struct vbb_split *sp = container_of(fw, struct vbb_split, fw);
+	struct vbb_breq *br, *next;
+	unsigned long flags;
+
+	spin_lock_irqsave(&sp->lock, flags);
+	sp->preflushed = true;
+	sp->pre_status = st;
+	br = sp->waiting;
+	sp->waiting = NULL;
+	sp->waiting_tail = &sp->waiting;
+	spin_unlock_irqrestore(&sp->lock, flags);
+	/* sp may be gone once its last part has completed */
+	for (; br; br = next) {
+		next = br->next;
+		if (st) {
+			vbb_finish(vb, br, st);
+		} else {
+			br->stage = VBB_STAGE_DATA;
+			vbb_queue_atomic(vb, vbb_cpu_vq(vb), br);
+		}
+	}
+}
+
+/* The flush after the last part of a split FUA write. */
+static void vbb_split_postflushed(struct vbb_dev *vb, struct vbb_fwait *fw,
+				  blk_status_t st)
+{
+	vbb_split_finish(container_of(fw, struct vbb_split, fw), st);
+}
+
+/* bi_end_io of a split write: every part has completed. */
+static void vbb_split_end(struct bio *bio)
+{
+	struct vbb_split *sp = bio->bi_private;
+
+	if (!bio->bi_status && (sp->flags & REQ_FUA)) {
+		atomic64_inc(&sp->vb->fua_flushes);
+		/* sp->fw served the preflush, which is long done */
+		vbb_flush_join(sp->vb, &sp->fw, vbb_split_postflushed);
+		return;
+	}
+	vbb_split_finish(sp, BLK_STS_OK);
+}
+
+/* Give the bio its completion and flags back and complete it. */
+static void vbb_split_finish(struct vbb_split *sp, blk_status_t st)
+{
+	struct vbb_dev *vb = sp->vb;
+	struct bio *bio = sp->bio;
+
+	bio->bi_end_io = sp->end_io;
+	bio->bi_private = sp->private;
+	bio->bi_opf |= sp->flags;
+	if (st && !bio->bi_status)
+		bio->bi_status = st;
+	mempool_free(sp, vb->split_pool);
+	bio_endio(bio);
+	percpu_ref_put(&vb->ref);
+}
+
+static struct vbb_split *vbb_split_of(struct bio *bio)
+{
+	return bio->bi_end_io == vbb_split_end ? bio->bi_private : NULL;
+}
+
+/*
+ * bio_split_to_limits() split @bio, a PREFLUSH/FUA write, and returned its
+ * first part @part (@bio, the rest, is queued to come back here): take the
+ * flags off both and the completion of @bio over, start the preflush.
+ */
+static struct vbb_split *vbb_split_start(struct vbb_dev *vb, struct bio *bio,
+					 struct bio *part)
+{
+	struct vbb_split *sp = mempool_alloc(vb->split_pool, GFP_NOIO);
+
+	sp->vb = vb;
+	sp->bio = bio;
+	sp->end_io = bio->bi_end_io;
+	sp->private = bio->bi_private;
+	sp->flags = bio->bi_opf & (REQ_PREFLUSH | REQ_FUA);
+	spin_lock_init(&sp->lock);
+	sp->waiting = NULL;
+	sp->waiting_tail = &sp->waiting;
+	sp->pre_status = BLK_STS_OK;
+	sp->preflushed = !(sp->flags & REQ_PREFLUSH);
+	bio->bi_opf &= ~(REQ_PREFLUSH | REQ_FUA);
+	part->bi_opf &= ~(REQ_PREFLUSH | REQ_FUA);
+	bio->bi_end_io = vbb_split_end;
+	bio->bi_private = sp;
+	/* our caller holds a reference; this one lasts until the end */
+	percpu_ref_get(&vb->ref);
+	if (!sp->preflushed) {
+		atomic64_inc(&vb->preflushes);
+		vbb_flush_join(vb, &sp->fw, vbb_split_preflushed);
+	}
+	return sp;
+}
+
+/*
+ * May this part of a split write go to a ring now? If the preflush is not
+ * done, it waits for it (and false is returned); @st says how it went.
+ */
+static bool vbb_split_ready(struct vbb_split *sp, struct vbb_breq *br,
+			    blk_status_t *st)
+{
+	unsigned long flags;
+	bool ready;
+
+	spin_lock_irqsave(&sp->lock, flags);
+	ready = sp->preflushed;
+	if (ready) {
+		*st = sp->pre_status;
+	} else {
+		br->next = NULL;
+		*sp->waiting_tail = br;
+		sp->waiting_tail = &br->next;
+	}
+	spin_unlock_irqrestore(&sp->lock, flags);
+	return ready;
 }
 
 void vbb_bio_submit(struct bio *bio)
 {
 	struct vbb_dev *vb = bio->bi_bdev->bd_disk->private_data;
-	bool nowait = bio->bi_opf & REQ_NOWAIT;
+	struct bio *whole = bio;
+	blk_status_t st = BLK_STS_OK;
+	struct vbb_split *sp;
 	struct vbb_breq *br;
+	bool nowait;
 	int err;
 
 	bio = bio_split_to_limits(bio);
 	if (!bio)
 		return;
+	nowait = bio->bi_opf & REQ_NOWAIT;
 
 	switch (bio_op(bio)) {
 	case REQ_OP_READ:
@@ -663,19 +1029,29 @@ void vbb_bio_submit(struct bio *bio)
 		return;
 	}
 
-	err = vbb_enter(vb, nowait);
-	if (err) {
-		if (err == -EAGAIN)
-			bio_wouldblock_error(bio);
-		else
-			bio_io_error(bio);
-		return;
+	/* a later part of a split write: the split keeps the device up */
+	sp = vbb_split_of(whole);
+	if (sp) {
+		percpu_ref_get(&vb->ref);
+	} else {
+		err = vbb_enter(vb, nowait);
+		if (err) {
+			if (err == -EAGAIN)
+				bio_wouldblock_error(bio);
+			else
+				bio_io_error(bio);
+			return;
+		}
 	}
 	if (unlikely(READ_ONCE(vb->killed))) {
 		bio_io_error(bio);
 		percpu_ref_put(&vb->ref);
 		return;
 	}
+	if (!sp && bio != whole && op_is_write(bio_op(bio)) &&
+	    (whole->bi_opf & (REQ_PREFLUSH | REQ_FUA)))
+		sp = vbb_split_start(vb, whole, bio);
+
 	br = mempool_alloc(vb->breq_pool, nowait ? GFP_NOWAIT : GFP_NOIO);
 	if (!br) {
 		bio_wouldblock_error(bio);
@@ -683,30 +1059,38 @@ void vbb_bio_submit(struct bio *bio)
 		return;
 	}
 	br->bio = bio;
+	br->acct = false;
 	br->wait = NULL;
 	br->buf = NULL;
 	if (bio->bi_opf & REQ_PREFLUSH) {
 		atomic64_inc(&vb->preflushes);
-	} else if (bio_op(bio) == REQ_OP_WRITE && !bio_sectors(bio)) {
+		br->stage = VBB_STAGE_PREFLUSH;
+		vbb_flush_join(vb, &br->fw, vbb_preflushed);
+		return;
+	}
+	if (bio_op(bio) == REQ_OP_WRITE && !bio_sectors(bio)) {
 		/* an empty write without a flush has nothing to do */
 		mempool_free(br, vb->breq_pool);
 		bio_endio(bio);
 		percpu_ref_put(&vb->ref);
 		return;
 	}
-	br->stage = bio->bi_opf & REQ_PREFLUSH ? VBB_STAGE_PREFLUSH :
-		VBB_STAGE_DATA;
+	br->stage = VBB_STAGE_DATA;
+	if (sp && !vbb_split_ready(sp, br, &st))
+		return;	/* added when the preflush completes */
+	if (st) {
+		vbb_finish(vb, br, st);
+		return;
+	}
 
-	br->start = bio_start_io_acct(bio);
 	err = vbb_queue_first(vb, br, nowait);
 	if (!err)
 		return;
-
-	bio_end_io_acct(bio, br->start);
+	/* never reached the device: not accounted, ended here */
 	mempool_free(br, vb->breq_pool);
-	if (err == -EAGAIN)
+	if (err == -EAGAIN) {
 		bio_wouldblock_error(bio);
-	else {
+	} else {
 		bio->bi_status = err == -EOPNOTSUPP ? BLK_STS_NOTSUPP :
 			BLK_STS_IOERR;
 		bio_endio(bio);
@@ -768,9 +1152,12 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 
 	init_completion(&vb->drained);
 	INIT_DELAYED_WORK(&vb->watchdog, vbb_watchdog);
+	INIT_DELAYED_WORK(&vb->retry, vbb_retry);
 	spin_lock_init(&vb->state_lock);
 	init_waitqueue_head(&vb->state_wq);
 	vb->state = VBB_LIVE;
+	spin_lock_init(&vb->flush_lock);
+	vb->flush_pending_tail = &vb->flush_pending;
 	/* ALLOW_REINIT: the per-CPU counters must survive a drain */
 	if (percpu_ref_init(&vb->ref, vbb_ref_release, PERCPU_REF_ALLOW_REINIT,
 			    GFP_KERNEL)) {
@@ -780,7 +1167,10 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 	}
 	vb->ref_live = true;
 	vb->breq_pool = mempool_create_slab_pool(16, vbb_breq_cache);
-	if (!vb->breq_pool) {
+	vb->split_pool = mempool_create_kmalloc_pool(4,
+						     sizeof(struct vbb_split));
+	vb->flush_br = kzalloc(sizeof(*vb->flush_br), GFP_KERNEL);
+	if (!vb->breq_pool || !vb->split_pool || !vb->flush_br) {
 		vbb_bio_destroy(vb);
 		return ERR_PTR(-ENOMEM);
 	}
@@ -804,8 +1194,9 @@ void vbb_bio_drain(struct vbb_dev *vb)
 	vb->ref_live = false;
 	percpu_ref_kill(&vb->ref);
 	wait_for_completion(&vb->drained);
-	/* nothing in flight: the watchdog finds nothing, and is not rearmed */
+	/* nothing in flight: these find nothing, and are not rearmed */
 	cancel_delayed_work_sync(&vb->watchdog);
+	cancel_delayed_work_sync(&vb->retry);
 }
 
 /* After a drain: count again (->restore), before the state says live. */
@@ -822,6 +1213,10 @@ void vbb_bio_destroy(struct vbb_dev *vb)
 {
 	mempool_destroy(vb->breq_pool);
 	vb->breq_pool = NULL;
+	mempool_destroy(vb->split_pool);
+	vb->split_pool = NULL;
+	kfree(vb->flush_br);
+	vb->flush_br = NULL;
 	percpu_ref_exit(&vb->ref);
 	kfree(vb->cpu_vq);
 	vb->cpu_vq = NULL;

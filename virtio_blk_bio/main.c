@@ -506,7 +506,7 @@ static int vbb_init_vqs(struct vbb_dev *vb)
 		}
 		names[i] = q->name;
 		spin_lock_init(&q->lock);
-		init_waitqueue_head(&q->wait);
+		INIT_LIST_HEAD(&q->waiters);
 		INIT_LIST_HEAD(&q->busy);
 	}
 
@@ -705,11 +705,12 @@ static ssize_t driver_stats_show(struct device *dev,
 	}
 	mutex_unlock(&vb->vdev_mutex);
 	return sysfs_emit(buf,
-			  "path %s\nqueues %u\nadded %llu\nkick_tries %llu\nnotifies %llu\nring_full %llu\npreflushes %lld\nfua_flushes %lld\n",
+			  "path %s\nqueues %u\nadded %llu\nkick_tries %llu\nnotifies %llu\nring_full %llu\npreflushes %lld\nfua_flushes %lld\nflushes %lld\n",
 			  vb->bio_path ? "bio" : "mq", nr, added,
 			  tries, notifies, full,
 			  (long long)atomic64_read(&vb->preflushes),
-			  (long long)atomic64_read(&vb->fua_flushes));
+			  (long long)atomic64_read(&vb->fua_flushes),
+			  (long long)atomic64_read(&vb->flushes));
 }
 static DEVICE_ATTR_RO(driver_stats);
 

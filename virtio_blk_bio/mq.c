@@ -259,11 +259,22 @@ static blk_status_t vbb_queue_rq(struct blk_mq_hw_ctx *hctx,
 		kick = vbb_mq_kick_prepare(q);
 		if (err == -ENOSPC) {
 			q->full++;
-			blk_mq_stop_hw_queue(hctx);
+			/*
+			 * A ring that holds nothing yet has no room: an
+			 * indirect table could not be allocated. No completion
+			 * will restart a stopped queue: blk-mq retries after a
+			 * delay. Otherwise the next completion restarts it.
+			 */
+			if (vbb_ring_empty(q))
+				st = BLK_STS_RESOURCE;
+			else
+				blk_mq_stop_hw_queue(hctx);
 		}
 		spin_unlock_irqrestore(&q->lock, flags);
 		vbb_notify_prepared(q, kick);
 		vbb_mq_cleanup(req, r);
+		if (st)
+			return st;
 		if (err == -ENOSPC)
 			return BLK_STS_DEV_RESOURCE;
 		return err == -ENOMEM ? BLK_STS_RESOURCE : BLK_STS_IOERR;

@@ -43,6 +43,14 @@ enum vbb_state {
 	VBB_DEAD,	/* removed or not restored: submitters fail */
 };
 
+struct vbb_dev;
+
+/* Work waiting for a flush (bio path). */
+struct vbb_fwait {
+	struct vbb_fwait *next;
+	void (*done)(struct vbb_dev *vb, struct vbb_fwait *fw, blk_status_t st);
+};
+
 /* One virtqueue and everything serialised by its lock. */
 struct vbb_vq {
 	struct virtqueue *vq;
@@ -52,8 +60,8 @@ struct vbb_vq {
 	struct vbb_breq *deferred_tail;
 	/* bio path: requests added under a plug and not yet kicked */
 	bool kick_pending;
-	/* bio path: submitters waiting for ring space */
-	wait_queue_head_t wait;
+	/* bio path: submitters waiting for ring space, in arrival order */
+	struct list_head waiters;
 	/* bio path: requests the device holds, oldest first */
 	struct list_head busy;
 	/* statistics, under lock */
@@ -95,6 +103,8 @@ struct vbb_dev {
 	/* bio path */
 	unsigned int *cpu_vq;
 	mempool_t *breq_pool;
+	/* split PREFLUSH/FUA writes */
+	mempool_t *split_pool;
 	/*
 	 * One reference per bio in progress, GET_ID and armed plug callback;
 	 * killed by vbb_bio_drain(), whose wait ends when the last one is
@@ -109,8 +119,21 @@ struct vbb_dev {
 	wait_queue_head_t state_wq;
 	/* looks for a request older than timeout */
 	struct delayed_work watchdog;
+	/* adds deferred stages to a ring that holds nothing */
+	struct delayed_work retry;
+	/*
+	 * The one flush request, shared: flush_covered wait for the flush in
+	 * flight (flush_running), flush_pending for the next. Under flush_lock.
+	 */
+	spinlock_t flush_lock;
+	struct vbb_breq *flush_br;
+	bool flush_running;
+	struct vbb_fwait *flush_covered;
+	struct vbb_fwait *flush_pending;
+	struct vbb_fwait **flush_pending_tail;
 	atomic64_t preflushes;
 	atomic64_t fua_flushes;
+	atomic64_t flushes;
 };
 
 /*

@@ -6,7 +6,10 @@
 # and vhost_blk, whose vhost_blk_submit tracepoint shows each header's type
 # and sector. The virtio spec has sector 0 in the header of every request
 # other than a read or a write (the range of a discard or write zeroes is in
-# its segment): a device that checks this fails requests that do not.
+# its segment): a device that checks this fails requests that do not. Then
+# the flushes the bio path sends: once per split PREFLUSH|FUA bio, not per
+# part, and shared by concurrent writers. (QEMU's own devices merge adjacent
+# writes and drop flushes with no write between them: they cannot count.)
 set -u
 SOCK=/tmp/vbb-hdr.sock
 BLOG=/tmp/vbb-hdr-bridge.log
@@ -43,18 +46,21 @@ echo 0 >$T/events/vhost_blk/enable
 kill $bpid
 wait $bpid 2>/dev/null
 
-# "type sector" of each request from the marker write of a path on, up to the
-# next path's marker: path 0 from MARK_MB MiB, path 1 from MARK_MB + 1 MiB.
-awk -v m0=$((MARK_MB << 11)) -v m1=$(((MARK_MB + 1) << 11)) '
+# "part type sector len" of each request after the marker write of part k
+# (a write of 4 KiB at MARK_MB + k MiB, see hdr-guest.sh).
+awk -v m=$((MARK_MB << 11)) '
 	/vhost_blk_submit:/ {
-		type = ""; sector = ""
+		type = ""; sector = ""; len = ""
 		for (i = 1; i <= NF; i++) {
-			if ($i ~ /^type=/) type = substr($i, 6)
-			if ($i ~ /^sector=/) sector = substr($i, 8)
+			if ($i ~ /^type=/) type = substr($i, 6) + 0
+			if ($i ~ /^sector=/) sector = substr($i, 8) + 0
+			if ($i ~ /^len=/) len = substr($i, 5) + 0
 		}
-		if (type == 1 && sector == m0) path = 0
-		else if (type == 1 && sector == m1) path = 1
-		else if (path != "") print path, type, sector
+		if (type == 1 && len == 4096 && sector >= m && (sector - m) % 2048 == 0 &&
+		    (sector - m) / 2048 <= 4)
+			part = (sector - m) / 2048
+		else if (part != "")
+			print part, type, sector, len
 	}' $T/trace >/tmp/vbb-hdr.txt
 for ub in 0 1; do
 	for t in 8:GET_ID 11:DISCARD 13:WRITE_ZEROES 4:FLUSH; do
@@ -68,5 +74,22 @@ for ub in 0 1; do
 		fi
 	done
 done
+count() { # part type: requests of that type in that part
+	awk -v p=$1 -v t=$2 '$1 == p && $2 == t' /tmp/vbb-hdr.txt | wc -l
+}
+# Part 2: 4 PREFLUSH|FUA bios of 1 MiB, each split in 4: 16 writes at the
+# device and 2 flushes per bio (before its first part, after its last), not
+# 2 per part.
+w=$(count 2 1) f=$(count 2 4)
+[ "$w" = 16 ] && [ "$f" -le 8 ] &&
+	ok "use_bio=1: 4 split O_SYNC writes of 1 MiB: $w parts, $f flushes at the device (at most 2 per bio)" ||
+	nok "use_bio=1: 4 split O_SYNC writes of 1 MiB: 16 parts and at most 8 flushes at the device ($w parts, $f flushes)"
+# Part 3: 128 PREFLUSH|FUA writes from 8 jobs at once: the flushes they wait
+# for while one is in flight share the next, fewer than 2 per write.
+w=$(count 3 1) f=$(count 3 4)
+[ "$w" = 128 ] || awk '{ print $1, $2 }' /tmp/vbb-hdr.txt | sort | uniq -c | sed 's/^/# part, type: /'
+[ "$w" = 128 ] && [ "$f" -lt 256 ] &&
+	ok "use_bio=1: 128 concurrent O_SYNC writes share flushes: $f at the device" ||
+	nok "use_bio=1: 128 concurrent O_SYNC writes share flushes: fewer than 256 at the device ($w writes, $f flushes)"
 [ $fail = 0 ] || sed 's/^/# /' $BLOG | tail -20
 exit $fail

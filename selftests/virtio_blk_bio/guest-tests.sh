@@ -14,6 +14,8 @@
 #               ring-full paths (a request takes 3+ of the 16 entries)
 #   vbb-topo    4K logical / 16K physical blocks, io_min 16K, io_opt 1M; discard
 #               and write-zeroes limits of 1 sector (below one block: refused)
+#   vbb-flush   null-co with 20 ms per request, write-back: concurrent
+#               O_DSYNC writers share flushes
 #
 # Environment: RO_MD5 (required), PATHS (default "0 1"); SUSPEND=0 skips the
 # suspend check (SUSPEND_WHY says why); ONLY=suspend runs that check alone,
@@ -37,7 +39,7 @@ fio_verify() { # disk extra-args...: fio data job with crc32c verification
 wait_disks() {
 	local i
 	for i in $(seq 1 40); do
-		[ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 7 ] && return 0
+		[ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 8 ] && return 0
 		sleep 0.25
 	done
 	return 1
@@ -53,12 +55,12 @@ run_path() {
 
 	echo "# t=${SECONDS}s"
 	check "modprobe virtio_blk_bio use_bio=$ub" modprobe virtio_blk_bio use_bio="$ub"
-	check "all seven disks probed" wait_disks
+	check "all eight disks probed" wait_disks
 	DATA=$(disk_by_serial vbb-data) LOG=$(disk_by_serial vbb-log) RO=$(disk_by_serial vbb-ro)
 	RES=$(disk_by_serial vbb-resize) ERR=$(disk_by_serial vbb-err) SMALL=$(disk_by_serial vbb-small)
-	TOPO=$(disk_by_serial vbb-topo)
+	TOPO=$(disk_by_serial vbb-topo) FLUSH=$(disk_by_serial vbb-flush)
 	if [ -z "$DATA" ] || [ -z "$LOG" ] || [ -z "$RO" ] || [ -z "$RES" ] || [ -z "$ERR" ] ||
-	   [ -z "$SMALL" ] || [ -z "$TOPO" ]; then
+	   [ -z "$SMALL" ] || [ -z "$TOPO" ] || [ -z "$FLUSH" ]; then
 		nok "every disk found by its serial (GET_ID)"
 		ls -l /sys/block/; return
 	fi
@@ -164,6 +166,27 @@ run_path() {
 		nok "log disk: plain, O_SYNC and fsync'ed writes"
 
 	echo "# t=${SECONDS}s"
+	# --- Concurrent flushes: 8 O_DSYNC writers, each write a FUA write, on a
+	# device that takes 20 ms per request. On the bio path the flushes that
+	# wait while one is in flight share the next: fewer flushes than FUA
+	# writes. (QEMU merges flushes with no write between them, so its count
+	# of flushes says nothing; selftests/l2/33 counts them at vhost_blk.)
+	local fu0 fl0 pf0 fu fl pf
+	fu0=$(stat_of "$FLUSH" fua_flushes) fl0=$(stat_of "$FLUSH" flushes)
+	pf0=$(stat_of "$FLUSH" preflushes)
+	check "flush disk: 8 jobs x 16 O_DSYNC 4k writes" \
+		fio --name=cf --filename="/dev/$FLUSH" --ioengine=psync --direct=1 --sync=1 \
+		--rw=write --bs=4k --size=64k --numjobs=8 --offset=$((ub * 8))M \
+		--offset_increment=256k --group_reporting --output-format=terse
+	if [ "$ub" = 1 ]; then
+		fu=$(($(stat_of "$FLUSH" fua_flushes) - fu0)) fl=$(($(stat_of "$FLUSH" flushes) - fl0))
+		pf=$(($(stat_of "$FLUSH" preflushes) - pf0))
+		[ "$fu" = 128 ] && [ "$fl" -lt $((pf + fu)) ] &&
+			ok "flush disk: $pf preflushes and $fu FUA writes shared $fl flushes" ||
+			nok "flush disk: 128 FUA writes and their preflushes share flushes ($pf preflushes, $fu FUA writes, $fl flushes)"
+	fi
+
+	echo "# t=${SECONDS}s"
 	# --- read-only disk
 	check "read-only disk is marked ro" grep -qx 1 "/sys/block/$RO/ro"
 	md5=$(dd if="/dev/$RO" bs=1M count=1 2>/dev/null | md5sum | cut -d' ' -f1)
@@ -202,6 +225,23 @@ run_path() {
 	full=$(($(stat_of "$SMALL" ring_full) - full0))
 	[ "$full" -gt 0 ] && ok "small ring: submitters found the ring full ($full) and waited" ||
 		nok "small ring: submitters found the ring full ($full) and waited"
+	# I/O statistics count completed I/O only: REQ_NOWAIT bios that found
+	# the ring full and ended with EAGAIN (io_uring retries them) are not
+	# I/O. 512 writes of 4k, each once: writes (+ merges) 512, no read.
+	local st0 st1 wr rd
+	if fio --enghelp 2>/dev/null | grep -qw io_uring; then
+		read -ra st0 <"/sys/block/$SMALL/stat"
+		fio --name=acct --filename="/dev/$SMALL" --ioengine=io_uring --direct=1 \
+			--rw=randwrite --bs=4k --iodepth=64 --size=2M --offset=40M \
+			--output-format=terse >/dev/null 2>&1
+		read -ra st1 <"/sys/block/$SMALL/stat"
+		wr=$((st1[4] + st1[5] - st0[4] - st0[5])) rd=$((st1[0] - st0[0]))
+		[ "$wr" = 512 ] && [ "$rd" = 0 ] &&
+			ok "small ring: I/O statistics count the 512 writes, no EAGAIN retry" ||
+			nok "small ring: I/O statistics count the 512 writes, no EAGAIN retry ($wr writes, $rd reads)"
+	else
+		skip "small ring: I/O statistics" "fio without io_uring"
+	fi
 
 	echo "# t=${SECONDS}s"
 	# --- limits read from the config space, as the driver validated them
@@ -231,7 +271,7 @@ run_path() {
 	check "I/O beyond the old end after the resize" \
 		fio_verify "$RES" --rw=write --bs=64k --iodepth=4 --offset=$((size0 * 512)) --size=1M
 
-	run_suspend "$ub" 7
+	run_suspend "$ub" 8
 	run_unbind_busy "$ub"
 	run_dead "$ub"
 

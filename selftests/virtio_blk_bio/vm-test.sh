@@ -81,6 +81,8 @@ qemu_args=(
 	-device virtio-blk-pci,drive=dsmall,serial=vbb-small,queue-size=16,num-queues=1,write-cache=on,indirect_desc=off
 	-drive "file=$T/topo.img,if=none,id=dtopo,format=raw,discard=unmap"
 	-device virtio-blk-pci,drive=dtopo,serial=vbb-topo,logical_block_size=4096,physical_block_size=16384,min_io_size=16384,opt_io_size=1048576,max-discard-sectors=1,max-write-zeroes-sectors=1
+	-blockdev "driver=null-co,node-name=fld,size=67108864,latency-ns=20000000,read-zeroes=on"
+	-device virtio-blk-pci,drive=fld,serial=vbb-flush,write-cache=on,num-queues=2
 )
 qargs=()
 for a in "${qemu_args[@]}"; do qargs+=(--qemu-arg "$a"); done

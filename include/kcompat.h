@@ -67,6 +67,7 @@ static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
 
 /* ---- virtio_blk_bio: block layer / virtio shims (owner: virtio_blk_bio) ---- */
 #ifdef KCOMPAT_VIRTIO_BLK_BIO
+#include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/blk-mq.h>
 #include <linux/slab.h>
@@ -77,6 +78,12 @@ static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
 #define VBB_FEAT_FUA		BIT(1)
 #define VBB_FEAT_NOWAIT		BIT(2)
 #define VBB_FEAT_IO_STAT	BIT(3)
+/*
+ * REQ_POLLED bios reach ->submit_bio and bio_poll() calls ->poll_bio. 6.1
+ * clears REQ_POLLED on a queue without QUEUE_FLAG_POLL and 6.12 fails such
+ * bios with BLK_STS_NOTSUPP: the flag makes both take them.
+ */
+#define VBB_FEAT_POLL		BIT(4)
 
 /*
  * BLK_FEAT_* (queue_limits.features) and struct virtqueue_info both arrived
@@ -134,6 +141,8 @@ static inline void vbb_lim_set_features(struct queue_limits *lim,
 		lim->features |= BLK_FEAT_NOWAIT;
 	if (feat & VBB_FEAT_IO_STAT)
 		lim->features |= BLK_FEAT_IO_STAT;
+	if (feat & VBB_FEAT_POLL)
+		lim->features |= BLK_FEAT_POLL;
 }
 
 static inline struct gendisk *vbb_alloc_mq_disk(struct blk_mq_tag_set *set,
@@ -162,6 +171,11 @@ static inline int vbb_set_write_cache(struct request_queue *q, bool wc,
 	if (wc && fua)
 		lim.features |= BLK_FEAT_FUA;
 	return queue_limits_commit_update_frozen(q, &lim);
+}
+
+/* 6.12 frees a bio of the per-CPU cache in interrupt context too. */
+static inline void vbb_bio_polled(struct bio *bio)
+{
 }
 
 /* Nothing to do: blk_mq_start_request() records the request in its tags. */
@@ -229,6 +243,8 @@ static inline void vbb_apply_limits(struct request_queue *q,
 		blk_queue_flag_set(QUEUE_FLAG_NOWAIT, q);
 	if (feat & VBB_FEAT_IO_STAT)
 		blk_queue_flag_set(QUEUE_FLAG_IO_STAT, q);
+	if (feat & VBB_FEAT_POLL)
+		blk_queue_flag_set(QUEUE_FLAG_POLL, q);
 	blk_queue_flag_set(QUEUE_FLAG_NONROT, q);
 }
 
@@ -259,6 +275,18 @@ static inline int vbb_set_write_cache(struct request_queue *q, bool wc,
 {
 	blk_queue_write_cache(q, wc, wc && fua);
 	return 0;
+}
+
+/*
+ * A REQ_POLLED bio may come from the per-CPU bio cache (REQ_ALLOC_CACHE),
+ * whose bios 6.1 frees in task context only (bio_put() warns otherwise); this
+ * path completes them from the interrupt as well as from ->poll_bio: the bio
+ * is freed to its bio_set instead, as the core does when it turns polling
+ * off.
+ */
+static inline void vbb_bio_polled(struct bio *bio)
+{
+	bio->bi_opf &= ~REQ_ALLOC_CACHE;
 }
 
 /*

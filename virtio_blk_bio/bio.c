@@ -322,9 +322,14 @@ static int vbb_add(struct vbb_dev *vb, struct vbb_vq *q, struct vbb_breq *br)
 	if (list_empty(&q->busy) && vb->timeout)
 		queue_delayed_work(vbb_wq, &vb->watchdog, vb->timeout);
 	list_add_tail(&br->busy, &q->busy);
-	if (br->stage == VBB_STAGE_DATA && !br->acct) {
-		br->start = bio_start_io_acct(br->bio);
-		br->acct = true;
+	if (br->stage == VBB_STAGE_DATA) {
+		if (!br->acct) {
+			br->start = bio_start_io_acct(br->bio);
+			br->acct = true;
+		}
+		/* bio_poll() polls the queue this names */
+		if (br->bio->bi_opf & REQ_POLLED)
+			WRITE_ONCE(br->bio->bi_cookie, q - vb->vqs);
 	}
 	return 0;
 }
@@ -681,7 +686,7 @@ void vbb_bio_done(struct virtqueue *vq)
 	vbb_bio_process(vb, q, head);
 }
 
-/* Reap @q outside its interrupt (watchdog); the count taken. */
+/* Reap @q outside its interrupt (poll, watchdog); the count taken. */
 static int vbb_bio_reap(struct vbb_dev *vb, struct vbb_vq *q)
 {
 	struct vbb_breq *done;
@@ -692,6 +697,26 @@ static int vbb_bio_reap(struct vbb_dev *vb, struct vbb_vq *q)
 	done = vbb_bio_collect(q, &n);
 	spin_unlock_irqrestore(&q->lock, flags);
 	vbb_bio_process(vb, q, done);
+	return n;
+}
+
+/*
+ * ->poll_bio: a REQ_POLLED bio's completion is looked for on the queue it
+ * went to (bi_cookie, set when its data was added); the interrupt may take
+ * it first, which is fine.
+ */
+int vbb_bio_poll(struct bio *bio, struct io_comp_batch *iob,
+		 unsigned int flags)
+{
+	struct vbb_dev *vb = bio->bi_bdev->bd_disk->private_data;
+	unsigned int i = READ_ONCE(bio->bi_cookie);
+	int n = 0;
+
+	if (!percpu_ref_tryget_live(&vb->ref))
+		return 0;
+	if (i < vb->num_vqs && !READ_ONCE(vb->killed))
+		n = vbb_bio_reap(vb, &vb->vqs[i]);
+	percpu_ref_put(&vb->ref);
 	return n;
 }
 
@@ -1016,6 +1041,9 @@ void vbb_bio_submit(struct bio *bio)
 	if (!bio)
 		return;
 	nowait = bio->bi_opf & REQ_NOWAIT;
+	/* completed by the interrupt or ->poll_bio, whichever comes first */
+	if (bio->bi_opf & REQ_POLLED)
+		vbb_bio_polled(bio);
 
 	switch (bio_op(bio)) {
 	case REQ_OP_READ:

@@ -206,8 +206,9 @@ unsigned int vbb_disk_features(struct vbb_dev *vb)
 		if (vb->bio_path)
 			feat |= VBB_FEAT_FUA;
 	}
+	/* REQ_POLLED bios are taken, and looked for by ->poll_bio */
 	if (vb->bio_path)
-		feat |= VBB_FEAT_NOWAIT;
+		feat |= VBB_FEAT_NOWAIT | VBB_FEAT_POLL;
 	return feat;
 }
 
@@ -622,6 +623,7 @@ static const struct block_device_operations vbb_mq_fops = {
 static const struct block_device_operations vbb_bio_fops = {
 	.owner		= THIS_MODULE,
 	.submit_bio	= vbb_bio_submit,
+	.poll_bio	= vbb_bio_poll,
 	.getgeo		= vbb_getgeo,
 	.free_disk	= vbb_free_disk,
 };

@@ -181,6 +181,8 @@ void vbb_bio_reopen(struct vbb_dev *vb);
 void vbb_bio_destroy(struct vbb_dev *vb);
 int vbb_bio_get_id(struct vbb_dev *vb, char *buf);
 void vbb_bio_submit(struct bio *bio);
+int vbb_bio_poll(struct bio *bio, struct io_comp_batch *iob,
+		 unsigned int flags);
 struct vbb_breq *vbb_bio_take_all(struct vbb_dev *vb);
 void vbb_bio_fail_all(struct vbb_dev *vb, struct vbb_breq *chain);
 

@@ -109,6 +109,20 @@ run_path() {
 		nok "unbatched submission: one kick per request ($kicks for $added)"
 	fi
 
+	# --- REQ_POLLED bios (io_uring hipri) on the bio path, the same on 6.1
+	# and 6.12: taken, completed by interrupt or ->poll_bio (the blk-mq
+	# path polls with poll_queues, run_poll)
+	if [ "$ub" = 0 ]; then
+		:
+	elif fio --enghelp 2>/dev/null | grep -qw io_uring; then
+		check "io_poll is 1" grep -qx 1 "/sys/block/$DATA/queue/io_poll"
+		check "io_uring hipri (REQ_POLLED) randrw verify=crc32c" \
+			fio_verify "$DATA" --ioengine=io_uring --hipri=1 --rw=randrw --bs=4k \
+			--iodepth=16 --offset=96M
+	else
+		skip "io_uring hipri verify" "fio without io_uring"
+	fi
+
 	echo "# t=${SECONDS}s"
 	# --- discard and write zeroes
 	local zmd5 md5

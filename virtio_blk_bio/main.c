@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * virtio_blk_bio: virtio-blk guest driver with a blk-mq request path and a
- * bio (->submit_bio) path, selected at load time by the use_bio parameter.
+ * bio (->submit_bio) path, chosen for each device when it is probed by the
+ * use_bio parameter as it is then (set at load time, writable at run time).
  *
  * This file: module parameters, probe/remove, virtqueue setup, device
  * configuration (limits, capacity, cache mode) and the sysfs attributes.

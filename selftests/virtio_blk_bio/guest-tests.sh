@@ -195,7 +195,7 @@ run_path() {
 	if [ "$ub" = 1 ]; then
 		fu=$(($(stat_of "$FLUSH" fua_flushes) - fu0)) fl=$(($(stat_of "$FLUSH" flushes) - fl0))
 		pf=$(($(stat_of "$FLUSH" preflushes) - pf0))
-		[ "$fu" = 128 ] && [ "$fl" -lt $((pf + fu)) ] &&
+		[ "$fu" = 128 ] && [ "$fl" -gt 0 ] && [ "$fl" -lt $((pf + fu)) ] &&
 			ok "flush disk: $pf preflushes and $fu FUA writes shared $fl flushes" ||
 			nok "flush disk: 128 FUA writes and their preflushes share flushes ($pf preflushes, $fu FUA writes, $fl flushes)"
 	fi

@@ -195,7 +195,7 @@ help:
 	@echo '                  KERNELS= (default 6.12); QUICK=1 short; ROWS=, BACKENDS=, WORKLOADS=,'
 	@echo '                  REPS=, IOS=, IOS_QD1=, RUNTIME=, PASSES=, L2_CPUS=, L3_CPUS=, PARAMS=,'
 	@echo '                  REPEAT_ROW=, REPEAT_WORKLOADS=, REPEAT_PARAMS=, EXIT_COST=, BUSY_CPUS=,'
-	@echo '                  BENCH_NESTED=1: Documentation/benchmarks.rst'
+	@echo '                  BENCH_L2_BOOTS=, BENCH_NESTED=1: Documentation/benchmarks.rst'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'
 	@echo '           PREFIX=/usr/local DESTDIR= TEST_KERNELS_DIR= (default build/kernels)'

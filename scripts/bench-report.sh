@@ -9,6 +9,8 @@ res=$(pwd)
 reps=${REPS:-3}
 
 # One line per run: backend row workload rep iops bw_kib lat_mean_us p99_us ios p50_us;
+# the percentiles are of the whole latency, submission included (fio's
+# lat_percentiles; completion latency only for a result without them).
 # the cost base runs (rep "base", bench/workloads.sh) in runs-base.tsv.
 runs_tsv() { # dir
 	local f base backend rest row wl rep out
@@ -29,9 +31,9 @@ runs_tsv() { # dir
 			   ($d | map(.iops) | add),
 			   ($d | map(.bw) | add),
 			   (($d | map(.lat_ns.mean * .total_ios) | add) / ($d | map(.total_ios) | add) / 1000),
-			   ($d | map(.clat_ns.percentile["99.000000"] // 0) | max / 1000),
+			   ($d | map(.lat_ns.percentile["99.000000"] // .clat_ns.percentile["99.000000"] // 0) | max / 1000),
 			   ($d | map(.total_ios) | add),
-			   ($d | map(.clat_ns.percentile["50.000000"] // 0) | max / 1000)] | @tsv end' "$f" >>"$out"
+			   ($d | map(.lat_ns.percentile["50.000000"] // .clat_ns.percentile["50.000000"] // 0) | max / 1000)] | @tsv end' "$f" >>"$out"
 	done
 }
 runs_tsv .

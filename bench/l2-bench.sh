@@ -224,6 +224,19 @@ QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' SKI
 X
 }
 
+# kill_cmdline STRING: SIGKILL to every process whose command line has
+# STRING in it. Builtins only: L2's image has busybox's applets, and no pkill.
+kill_cmdline() {
+	local p args
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" = "$BASHPID" ] && continue
+		mapfile -d '' args <"$p/cmdline" 2>/dev/null || continue
+		case " ${args[*]} " in
+		*"$1"*) kill -9 "${p#/proc/}" 2>/dev/null ;;
+		esac
+	done
+}
+
 # stall_guard L3DIR: every workload prints its fio JSON within a few minutes
 # even here; an L3 whose output has not grown for STALL_SECS is hung: stop it.
 STALL_SECS=${STALL_SECS:-300}
@@ -241,7 +254,7 @@ stall_guard() {
 			since=$SECONDS
 		elif [ $((SECONDS - since)) -ge "$STALL_SECS" ]; then
 			touch /tmp/l3-stalled
-			pkill -9 -f "$dir/initrd.img"
+			kill_cmdline "$dir/initrd.img"
 			break
 		fi
 		read -r -t 5 -u 7 _x

@@ -308,5 +308,23 @@ check "workloads.sh: no cpuidle driver: nothing polls, said so" \
 	test "$(fake_idle none menu | head -n 1)" = "@@IDLE nullb/x none menu off@@"
 check "workloads.sh: a POLL state that stays enabled is reported as polling on" \
 	test "$(fake_idle acpi_idle menu stuck | head -n 1)" = "@@IDLE nullb/x acpi_idle menu on@@"
+# l2-bench.sh's stall guard stops a hung L3 by its command line; L2's image
+# has no pkill, so it must do that with builtins alone: with no PATH at all.
+stall_kill() {
+	local mark=$d/l3run.7/initrd.img other=$d/l3run.77/initrd.img p q r
+	(exec -a "qemu-fake -initrd $mark" sleep 60) & p=$!
+	(exec -a "qemu-fake -initrd $other" sleep 60) & q=$!
+	sleep 0.2
+	eval "$(sed -n '/^kill_cmdline() {$/,/^}$/p' "$top/bench/l2-bench.sh")"
+	(PATH=/nonexistent; kill_cmdline "$mark")
+	wait $p 2>/dev/null
+	r=$?
+	kill -0 $q 2>/dev/null && r="$r, other alive"
+	kill -9 $q 2>/dev/null
+	wait $q 2>/dev/null
+	echo "$r"
+}
+check "l2-bench.sh: the stall guard kills the hung L3 by its command line, builtins only, and no other" \
+	test "$(stall_kill)" = "137, other alive"
 [ $fail = 0 ] || sed 's/^/#   /' "$d/table.md" "$d/targets.md" "$d/cost.tsv"
 exit $fail

@@ -205,8 +205,10 @@ run_unplug() {
 	done
 	if kill -0 "$fpid" 2>/dev/null; then
 		nok "hot-unplug: fio on /dev/$d ended (still running 120s after the unplug)"
-		for i in $(pgrep fio); do
-			echo "fio $i: $(cat "/proc/$i/stack" 2>/dev/null | head -n 8 | tr '\n' ' ')"
+		# (no pgrep in the VM image: fio's tasks by their comm)
+		for i in /proc/[0-9]*; do
+			[ "$(cat "$i/comm" 2>/dev/null)" = fio ] || continue
+			echo "fio ${i#/proc/}: $(head -n 8 "$i/stack" 2>/dev/null | tr '\n' ' ')"
 		done | sed 's/^/#   /'
 		kill -9 "$fpid" 2>/dev/null
 	else

@@ -24,7 +24,8 @@
 # WORKLOADS); PARAMS sets module parameters for the whole run.
 # Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
 # CPU time per workload, and for L3 rows @@KVM lines: the L3 guest's VM exits and
-# injected interrupts, vhost_blk's requests and completion batches, per workload,
+# injected interrupts, vhost_blk's requests and completion batches, and the exits
+# for HLT and for L2's own interrupts, per workload,
 # and @@HOST lines: L2's context switches (host wakeups). Each fio run is a cost
 # window of the vbcount plugin when L2 runs under TCG with it (workloads.sh).
 export QUICK=${QUICK:-0} REPS=${REPS:-3} WORKLOADS=${WORKLOADS:-} IOS=${IOS:-} IOS_QD1=${IOS_QD1:-} RUNTIME=${RUNTIME:-}
@@ -70,9 +71,13 @@ hostsnap() {
 	H_BUSY=$((u + n + s + q + sq + st))
 	H_CTXT=0
 	while read -r k v x; do [ "$k" = ctxt ] && { H_CTXT=$v; break; }; done </proc/stat
-	H_EXITS=0 H_INJ=0 H_REQS=0 H_BATCH=0
+	H_EXITS=0 H_INJ=0 H_REQS=0 H_BATCH=0 H_HALT=0 H_HIRQ=0
 	[ -r /sys/kernel/debug/kvm/exits ] && read -r H_EXITS </sys/kernel/debug/kvm/exits
 	[ -r /sys/kernel/debug/kvm/irq_injections ] && read -r H_INJ </sys/kernel/debug/kvm/irq_injections
+	# Two kinds of exit by reason: the guest idle (HLT), and an interrupt
+	# of L2's own (a timer, an IPI that kicks the vCPU to inject one).
+	[ -r /sys/kernel/debug/kvm/halt_exits ] && read -r H_HALT </sys/kernel/debug/kvm/halt_exits
+	[ -r /sys/kernel/debug/kvm/irq_exits ] && read -r H_HIRQ </sys/kernel/debug/kvm/irq_exits
 	for f in /sys/kernel/debug/vhost-blk/[0-9]*/stats; do
 		[ -r "$f" ] || continue
 		while read -r k v x; do
@@ -109,22 +114,23 @@ echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/nu
 # (its L3 or L2 died) keeps the runs it finished; and measure L2's CPU, context
 # switches (host wakeups) and KVM's counters between each run's START and JSON
 # markers: "@@CPU ROW WL REP JIFFIES@@", "@@KVM ROW WL REP EXITS INJECTIONS REQS
-# BATCHES@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
+# BATCHES HLT_EXITS IRQ_EXITS@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
 # per line: tail follows the file with inotify.
 follow_l3() {
-	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 x
+	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 h0 q0 x
 	tail -n +1 -F --pid="$pid" "$f" 2>/dev/null | while IFS= read -r line; do
 		line=${line%$'\r'}
 		case $line in
 		@@VM-EXIT*) continue ;;
 		@@START*)
 			hostsnap
-			b0=$H_BUSY c0=$H_CTXT e0=$H_EXITS i0=$H_INJ r0=$H_REQS t0=$H_BATCH ;;
+			b0=$H_BUSY c0=$H_CTXT e0=$H_EXITS i0=$H_INJ r0=$H_REQS t0=$H_BATCH
+			h0=$H_HALT q0=$H_HIRQ ;;
 		@@JSON*)
 			hostsnap
 			x=${line//@@/}; set -- $x
 			pending="@@CPU $2 $3 $4 $((H_BUSY - b0))@@
-@@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0))@@
+@@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0)) $((H_HALT - h0)) $((H_HIRQ - q0))@@
 @@HOST $2 $3 $4 $((H_CTXT - c0))@@" ;;
 		@@END@@)
 			printf '%s\n' "$line"

@@ -6,7 +6,9 @@ Inputs (written by scripts/bench.sh into RESULTS_DIR and, for a second pass in
 a fresh L2 boot, RESULTS_DIR/pass2): runs.tsv (one line per fio run, from its
 JSON; bench-report.sh), windows.txt (the vbcount plugin's counts joined to the
 runs: row workload rep boot id insns exits ns l1_other), guest.txt (the L3
-guest's interrupts and kicks), host.txt (L2's context switches),
+guest's interrupts and kicks), host.txt (L2's context switches), kvm.txt
+(KVM's counters in L2: the L3 guest's HLT exits and exits for L2's own
+interrupts; vhost_blk's requests and completion batches),
 settings.txt and idle.txt (L2's halt polling, the L3 guests' idle loop).
 
 Outputs in RESULTS_DIR:
@@ -83,16 +85,21 @@ def load_pass(d, pas):
                 "iops": float(f[4]), "lat_us": float(f[6]),
                 "p99_us": float(f[7]), "ios": int(float(f[8]))}
     extra = {}
-    for name, fields in (("guest.txt", ("irqs", "kicks")),
-                         ("host.txt", ("wakeups",))):
+    # kvm.txt before HLT and interrupt exits were recorded has four
+    # figures: the ones it lacks are unknown.
+    for name, fields, least in (
+            ("guest.txt", ("irqs", "kicks"), 2),
+            ("host.txt", ("wakeups",), 1),
+            ("kvm.txt", ("kvm_exits", "injections", "vreqs", "vbatches",
+                         "halts", "hirqs"), 4)):
         for l in read_lines(os.path.join(d, name)):
             f = l.split()
-            if len(f) < 4 + len(fields):
+            if len(f) < 4 + least:
                 continue
             b, row = split_row(f[1])
             k = (b, row, f[2], f[3])
             for i, n in enumerate(fields):
-                v = f[4 + i]
+                v = f[4 + i] if 4 + i < len(f) else "-"
                 extra.setdefault(k, {})[n] = None if v == "-" else float(v)
     # A row resumed in a fresh L2 after the flake runs a workload again:
     # its later run (a later L2 boot, later in the file) is the one whose
@@ -110,7 +117,9 @@ def load_pass(d, pas):
         raw[k] = {"boot": f[3], "insns": int(f[5]), "exits": int(f[6]),
                   "ns": int(f[7]), "l1_other": float(f[8]),
                   "ios": fio[k]["ios"], "irqs": x.get("irqs"),
-                  "kicks": x.get("kicks"), "wakeups": x.get("wakeups")}
+                  "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
+                  "halts": x.get("halts"), "hirqs": x.get("hirqs"),
+                  "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches")}
     runs = []
     for k, w in raw.items():
         b, row, wl, rep = k
@@ -139,8 +148,14 @@ def load_pass(d, pas):
             "iops": fio[k]["iops"], "lat_us": fio[k]["lat_us"],
             "p99_us": fio[k]["p99_us"],
         }
-        for n in ("insns", "exits", "irqs", "kicks", "wakeups"):
+        for n in ("insns", "exits", "irqs", "kicks", "wakeups", "halts",
+                  "hirqs"):
             run[n + "_io"] = net(n)
+        # vhost_blk's requests per completion batch (one guest interrupt
+        # at most each), over the whole run: a ratio of two net figures
+        # is noise once batches are few
+        vr, vb = w["vreqs"], w["vbatches"]
+        run["reqs_batch"] = vr / vb if vr and vb else None
         run["weighted_io"] = run["insns_io"] + run["exits_io"] * EXIT_COST
         runs.append(run)
     return runs
@@ -175,7 +190,8 @@ def summarize(runs):
              "busy": sum(1 for r in p1 if r["busy"]), "all": rs,
              "polls": "%s/%s" % (k[0], k[1]) in POLLING}
         for n in ("ios", "insns_io", "exits_io", "irqs_io", "kicks_io",
-                  "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us"):
+                  "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us",
+                  "halts_io", "hirqs_io", "reqs_batch"):
             s[n] = med([r[n] for r in p1])
         s["insns_spread"] = spread([r["insns_io"] for r in p1])
         s["exits_spread"] = spread([r["exits_io"] for r in p1])
@@ -201,7 +217,8 @@ def write_cost_tsv(res, summ):
             "iops", "weighted_per_io", "runs", "insns_spread_pct",
             "exits_spread_pct", "busy_runs", "boots",
             "boots_insns_per_io", "boots_insns_spread_pct",
-            "boots_exits_per_io", "boots_exits_spread_pct"]
+            "boots_exits_per_io", "boots_exits_spread_pct",
+            "hlt_exits_per_io", "irq_exits_per_io", "reqs_per_batch"]
     with open(os.path.join(res, "cost.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for (b, row, wl) in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
@@ -216,14 +233,17 @@ def write_cost_tsv(res, summ):
                 str(s["nboots"]), fmt(s["boots_insns"], "%.0f"),
                 fmt(s["boots_insns_spread"], "%.1f"),
                 fmt(s["boots_exits"], "%.3f"),
-                fmt(s["boots_exits_spread"], "%.1f")]) + "\n")
+                fmt(s["boots_exits_spread"], "%.1f"),
+                fmt(s["halts_io"], "%.3f"), fmt(s["hirqs_io"], "%.3f"),
+                fmt(s["reqs_batch"], "%.1f")]) + "\n")
 
 
 def write_runs_tsv(res, runs):
     cols = ["pass", "boot", "backend", "row", "workload", "rep", "ios",
             "insns", "exits", "base_insns", "net_ios", "insns_per_io", "exits_per_io", "irqs_per_io",
             "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
-            "l1_other_cpus", "busy"]
+            "l1_other_cpus", "busy", "hlt_exits_per_io", "irq_exits_per_io",
+            "reqs_per_batch"]
     with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for r in runs:
@@ -235,7 +255,9 @@ def write_runs_tsv(res, runs):
                 fmt(r["irqs_io"], "%.3f"), fmt(r["kicks_io"], "%.3f"),
                 fmt(r["wakeups_io"], "%.3f"), "%.0f" % r["iops"],
                 "%.0f" % (r["ns"] / 1e6), "%.2f" % r["l1_other"],
-                "busy" if r["busy"] else "idle"]) + "\n")
+                "busy" if r["busy"] else "idle",
+                fmt(r["halts_io"], "%.3f"), fmt(r["hirqs_io"], "%.3f"),
+                fmt(r["reqs_batch"], "%.1f")]) + "\n")
 
 
 def get(summ, b, row, wl):
@@ -261,8 +283,11 @@ def cost_md(summ, runs):
     w("start and exit out). Medians of the runs of one L2 boot;")
     w("spread = (max - min) / median of insns/IO over those runs. weighted =")
     w("insns/IO + exits/IO x %.0f, the instruction-equivalent of one exit on real" % EXIT_COST)
-    w("hardware (benchmarks.rst): the number to read for a KVM host. Runs taken")
-    w("while other processes used more than %.2f host CPUs are counted as busy." % BUSY_CPUS)
+    w("hardware (benchmarks.rst): the number to read for a KVM host. HLT, L2 irq:")
+    w("the exits among them for the guest going idle and for interrupts of L2's own")
+    w("(KVM's halt_exits and irq_exits in L2); batch: vhost_blk's requests per")
+    w("completion batch. Runs taken while other processes used more than %.2f host" % BUSY_CPUS)
+    w("CPUs are counted as busy.")
     for b in sorted({k[0] for k in summ}):
         for wl in sorted({k[2] for k in summ if k[0] == b}):
             rows = sorted([k[1] for k in summ if k[0] == b and k[2] == wl],
@@ -271,9 +296,10 @@ def cost_md(summ, runs):
             w("")
             w("### %s: %s" % (b, wl))
             w("")
-            w("| row | insns/IO | spread | exits/IO | irq/IO | kicks/IO | wakeups/IO "
-              "| weighted/IO | x aio=native (insns, exits, weighted) | IOPS | runs | boots |")
-            w("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+            w("| row | insns/IO | spread | exits/IO | HLT, L2 irq | irq/IO | kicks/IO "
+              "| wakeups/IO | batch | weighted/IO | x aio=native (insns, exits, weighted) "
+              "| IOPS | runs | boots |")
+            w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
             for row in rows:
                 s = summ[(b, row, wl)]
                 rel = "-"
@@ -287,12 +313,17 @@ def cost_md(summ, runs):
                     boots = "%d: %s insns/IO, spread %s" % (
                         s["nboots"], fmt(s["boots_insns"]),
                         fmt(s["boots_insns_spread"], "%.1f%%"))
-                w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d%s | %s |" % (
-                    row, fmt(s["insns_io"]), fmt(s["insns_spread"], "%.1f%%"),
-                    fmt(s["exits_io"], "%.2f"), fmt(s["irqs_io"], "%.2f"),
-                    fmt(s["kicks_io"], "%.2f"), fmt(s["wakeups_io"], "%.2f"),
-                    fmt(s["weighted_io"]), rel, fmt(s["iops"]), s["runs"], note,
-                    boots))
+                why = "-"
+                if s["halts_io"] is not None or s["hirqs_io"] is not None:
+                    why = "%s, %s" % (fmt(s["halts_io"], "%.2f"),
+                                      fmt(s["hirqs_io"], "%.2f"))
+                w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+                  "| %d%s | %s |" % (
+                      row, fmt(s["insns_io"]), fmt(s["insns_spread"], "%.1f%%"),
+                      fmt(s["exits_io"], "%.2f"), why, fmt(s["irqs_io"], "%.2f"),
+                      fmt(s["kicks_io"], "%.2f"), fmt(s["wakeups_io"], "%.2f"),
+                      fmt(s["reqs_batch"], "%.1f"), fmt(s["weighted_io"]), rel,
+                      fmt(s["iops"]), s["runs"], note, boots))
     # Repeatability: a row measured again in the same L2 boot (ROW@2).
     again = [k for k in summ if k[1].endswith("@2")]
     w("")

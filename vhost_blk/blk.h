@@ -43,6 +43,8 @@
 #define VHOST_BLK_BATCH_LOOKS		32
 /* ... or in the guest's request gaps, once it has shown its pace. */
 #define VHOST_BLK_BATCH_TURNAROUND	4
+/* A slow guest's wait: this many times its time for the expected burst. */
+#define VHOST_BLK_BATCH_PACE		2
 /* Completions written to the used ring per vhost_add_used_n() call. */
 #define VHOST_BLK_USED_BATCH		64
 
@@ -107,8 +109,10 @@ struct vhost_blk_vq {
 	bool batching;
 	u16 batch_expect;	/* requests the burst should bring */
 	u16 batch_seen;		/* the avail index at the last look */
-	ktime_t batch_deadline;	/* no longer than batch_delay_us */
-	ktime_t batch_look;	/* when the last look was armed */
+	ktime_t batch_deadline;	/* no longer than batch_bound_ns */
+	u64 batch_bound_ns;	/* the longest this wait may take */
+	ktime_t batch_grown;	/* the ring last grew (or the wait began) */
+	bool batch_still;	/* the last look found it not grown */
 	u64 batch_step_ns;	/* and for how long */
 	u64 batch_gap_ns;	/* the guest's last time per request */
 	struct hrtimer batch_timer;

@@ -527,16 +527,18 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
  * So once a pass has found more than one request (or more than one is in
  * flight), the queue leaves the guest's notifications off when the ring
  * runs empty and waits for the guest's next burst: it looks at the ring
- * without fetching until the burst is over (below), or batch_delay_us has
+ * without fetching until the burst is over (below) or the wait's bound has
  * passed, then takes all of it in one pass, whose completions go back with
- * one interrupt.  A look that finds nothing turns notifications back on,
- * and a pass of one request with at most one in flight never waits: a
- * queue at depth one is answered at once.
+ * one interrupt.  The bound is batch_delay_us, or for a guest too slow to
+ * send its burst in that time, twice the time it takes at its last pace
+ * (VHOST_BLK_BATCH_DELAY_MAX at most).  A look that finds nothing turns
+ * notifications back on, and a pass of one request with at most one in
+ * flight never waits: a queue at depth one is answered at once.
  */
 unsigned int vhost_blk_batch_delay_us = 1000;
 module_param_named(batch_delay_us, vhost_blk_batch_delay_us, uint, 0644);
 MODULE_PARM_DESC(batch_delay_us,
-		 "Longest a busy queue waits for the guest's burst to end, with notifications off (us, 0 = off, default 1000; new devices)");
+		 "Longest a busy queue waits for the guest's burst to end, with notifications off, unless the guest is slower (us, 0 = off, default 1000; new devices)");
 
 static enum hrtimer_restart vhost_blk_batch_timeout(struct hrtimer *timer)
 {
@@ -560,16 +562,38 @@ void vhost_blk_batch_stop(struct vhost_blk_vq *bvq)
 	bvq->batching = false;
 }
 
-/* The longest step between two looks: an eighth of batch_delay_us. */
-static u64 vhost_blk_batch_step_max(u32 delay_us)
+/*
+ * The longest step between two looks: an eighth of the wait's bound, or two
+ * of the guest's request gaps if that is longer (a look sooner than the
+ * guest's next request would find the ring not grown and end its burst),
+ * within the bound.
+ */
+static u64 vhost_blk_batch_step_max(struct vhost_blk_vq *bvq)
 {
-	return max_t(u64, (u64)delay_us * NSEC_PER_USEC / 8, 2 * NSEC_PER_USEC);
+	u64 step = max(bvq->batch_bound_ns / 8, 2 * bvq->batch_gap_ns);
+
+	return max_t(u64, min(step, bvq->batch_bound_ns), 2 * NSEC_PER_USEC);
+}
+
+/*
+ * How long one wait may take: @delay_us, or VHOST_BLK_BATCH_PACE times
+ * what the burst the queue expects takes the guest at its last pace, if
+ * that is longer (a guest on a loaded or emulated CPU sends its requests
+ * far apart); never above VHOST_BLK_BATCH_DELAY_MAX.
+ */
+static u64 vhost_blk_batch_bound(struct vhost_blk_vq *bvq, u32 delay_us)
+{
+	u64 least = (u64)delay_us * NSEC_PER_USEC;
+	u64 pace = (u64)VHOST_BLK_BATCH_PACE * bvq->batch_expect *
+		   bvq->batch_gap_ns;
+
+	return clamp_t(u64, pace, least,
+		       (u64)VHOST_BLK_BATCH_DELAY_MAX * NSEC_PER_USEC);
 }
 
 static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step)
 {
 	bvq->batch_step_ns = step;
-	bvq->batch_look = ktime_get();
 	hrtimer_start(&bvq->batch_timer, ns_to_ktime(step), HRTIMER_MODE_REL);
 }
 
@@ -592,7 +616,10 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	bvq->batching = true;
 	bvq->batch_expect = max(found, 2);
 	bvq->batch_seen = bvq->vq.last_avail_idx;
-	bvq->batch_deadline = ktime_add_us(ktime_get(), delay);
+	bvq->batch_bound_ns = vhost_blk_batch_bound(bvq, delay);
+	bvq->batch_grown = ktime_get();
+	bvq->batch_deadline = ktime_add_ns(bvq->batch_grown, bvq->batch_bound_ns);
+	bvq->batch_still = false;
 	bvq->stats.batch_waits++;
 	/*
 	 * The guest takes a few of its request gaps to answer an interrupt;
@@ -601,7 +628,7 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	first = bvq->batch_gap_ns ? VHOST_BLK_BATCH_TURNAROUND * bvq->batch_gap_ns :
 				    (u64)delay * NSEC_PER_USEC / VHOST_BLK_BATCH_LOOKS;
 	vhost_blk_batch_arm(bvq, clamp_t(u64, first, 2 * NSEC_PER_USEC,
-					 vhost_blk_batch_step_max(delay)));
+					 vhost_blk_batch_step_max(bvq)));
 	return true;
 }
 
@@ -609,11 +636,12 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
  * A look at a ring the queue is batching on: true if the guest is still
  * adding to it, so the queue looks again later instead of fetching now.
  * The burst is over, and the queue fetches, once the ring holds what the
- * queue expects, or has something and did not grow since the last look, or
- * batch_delay_us has passed since the queue began to wait: no request
- * waits longer.  The next look follows the guest's pace: twice the time
- * each request took to arrive since the last look, or twice the last step
- * while nothing came yet.  Under vq.mutex.
+ * queue expects, or has something and did not grow in two looks in a row
+ * (one may just have come too soon for a slow guest), or the wait's bound
+ * has passed since the queue began to wait: no request waits longer.  The
+ * next look follows the guest's pace: twice the time each request took to
+ * arrive since the ring last grew, or twice the last step while nothing
+ * came, within vhost_blk_batch_step_max().  Under vq.mutex.
  */
 static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 {
@@ -631,13 +659,20 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 	idx = vhost16_to_cpu(vq, raw);
 	n = idx - vq->last_avail_idx;
 	grew = idx - bvq->batch_seen;
-	if (n >= bvq->batch_expect || (n && !grew))
+	if (n >= bvq->batch_expect)
 		return false;
-	max_step = vhost_blk_batch_step_max(READ_ONCE(bvq->blk->batch_delay_us));
+	if (n && !grew) {
+		if (bvq->batch_still)
+			return false;
+		bvq->batch_still = true;
+	}
+	max_step = vhost_blk_batch_step_max(bvq);
 	if (grew) {
 		bvq->batch_gap_ns = div_u64(ktime_to_ns(ktime_sub(now,
-							      bvq->batch_look)),
+							      bvq->batch_grown)),
 					    grew);
+		bvq->batch_grown = now;
+		bvq->batch_still = false;
 		step = 2 * bvq->batch_gap_ns;
 	} else {
 		step = 2 * bvq->batch_step_ns;

@@ -796,6 +796,138 @@ static void t_batching(struct vbt_mem *m)
 	vbt_dev_close(&d);
 }
 
+/* Requests and completion batches of all devices so far (debugfs). */
+static bool batch_totals(unsigned long long *reqs, unsigned long long *batches)
+{
+	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
+	struct dirent *e;
+
+	*reqs = *batches = 0;
+	if (!dir)
+		return false;
+	while ((e = readdir(dir))) {
+		char path[512], line[128];
+		unsigned long long v;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/debug/vhost-blk/%s/stats",
+			 e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (sscanf(line, "reqs %llu", &v) == 1)
+				*reqs += v;
+			else if (sscanf(line, "batches %llu", &v) == 1)
+				*batches += v;
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return true;
+}
+
+/*
+ * A slow guest: @depth reads in flight, and after each interrupt it sends
+ * what completed again one request at a time, each @gap_us after the one
+ * before (a vCPU that is loaded or emulated).  Returns 0, or -1 if a read did not complete.
+ */
+static int slow_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
+		      unsigned int depth, unsigned int gap_us, double *gap_seen)
+{
+	uint64_t slept = 0, t;
+	struct vbt_vq *vq = &d->vq[0];
+	struct virtio_blk_outhdr *h = vbt_alloc(m, 32 * depth, 16);
+	uint8_t *buf = vbt_alloc(m, 4096, 4096);
+	unsigned int sent = 0, done = 0;
+	void *c;
+
+	while (done < total) {
+		uint16_t old = vq->avail_idx;
+
+		for (; sent < total && sent - done < depth; sent++) {
+			struct virtio_blk_outhdr *r = h + 2 * (sent % depth);
+			struct vbt_seg s[3] = {
+				{ vbt_gpa(m, r), 16, false },
+				{ vbt_gpa(m, buf), 4096, true },
+				{ vbt_gpa(m, r) + 16, 1, true },
+			};
+
+			/* the first fill goes at once, the refills at the guest's pace */
+			if (sent >= depth) {
+				t = vbt_now_ns();
+				usleep(gap_us);
+				slept += vbt_now_ns() - t;
+				old = vq->avail_idx;
+			}
+			r->type = VIRTIO_BLK_T_IN;
+			r->sector = (sent % 64) * 8;
+			vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false, r));
+			if (sent >= depth)
+				vbt_vq_kick(vq, old);
+		}
+		if (sent <= depth)
+			vbt_vq_kick(vq, old);
+		if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
+			return -1;
+		done++;
+		while (vbt_vq_poll(vq, NULL, &c) >= 0)
+			done++;
+	}
+	*gap_seen = total > depth ? slept / 1000.0 / (total - depth) : 0;
+	return 0;
+}
+
+/*
+ * A guest that sends its requests further apart than batch_delay_us allows
+ * for its burst (16 requests 300 us apart against 2000 us) still has them
+ * served in batches: the wait follows its pace.  A wait that ended at the
+ * bound, or at the first look that found the ring not grown, left such a
+ * guest with about one request a batch.
+ */
+static void t_batching_slow(struct vbt_mem *m)
+{
+	struct vbt_opts o = def_opts();
+	unsigned long long r0, b0, r1, b1;
+	struct vbt_dev d;
+	__u32 us = 2000;
+	double per, gap = 0;
+	FILE *f;
+	int rc, inflight = 0;
+
+	/* max_inflight below the depth ends every pass early (throttling) */
+	f = fopen("/sys/module/vhost_blk/parameters/max_inflight", "r");
+	if (f) {
+		if (fscanf(f, "%d", &inflight) != 1)
+			inflight = 0;
+		fclose(f);
+	}
+	if (inflight && inflight < 16) {
+		tap_skip("max_inflight below 16 requests a queue",
+			 "batching: a slow guest's requests are served in batches");
+		return;
+	}
+	if (open_dev(&d, m, &o)) {
+		tap_result(false, "batching: slow guest: device setup");
+		return;
+	}
+	if (!batch_totals(&r0, &b0)) {
+		vbt_dev_close(&d);
+		tap_skip("debugfs not mounted", "batching: a slow guest's requests are served in batches");
+		return;
+	}
+	rc = ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us) ? -2 :
+		slow_reads(&d, m, 400, 16, 300, &gap);
+	batch_totals(&r1, &b1);
+	vbt_dev_close(&d);
+	per = b1 > b0 && r1 >= r0 ? (double)(r1 - r0) / (b1 - b0) : 0;
+	tap_result(rc == 0 && per >= 2,
+		   "batching: a guest sending 16 reads 300 us apart (%.0f us here) has %.1f of them served per completion batch with a %u us bound (at least 2)",
+		   gap, per, us);
+}
+
 void vbt_functional(struct vbt_mem *m)
 {
 	struct vbt_opts o = def_opts();
@@ -835,4 +967,5 @@ void vbt_functional(struct vbt_mem *m)
 	t_mq(m, false);
 	t_mq(m, true);
 	t_batching(m);
+	t_batching_slow(m);
 }

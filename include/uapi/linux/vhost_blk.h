@@ -188,9 +188,11 @@ struct vhost_blk_config {
  * Batching, for every queue of the device: the longest (microseconds, at
  * most VHOST_BLK_BATCH_DELAY_MAX) a queue the guest keeps busy waits, with
  * the guest's notifications off, for the guest's next burst of requests to
- * end before it fetches them; 0 answers every notification at once.  A new
- * device takes the module parameter batch_delay_us.  Errors: EPERM not the
- * owner, EINVAL above the maximum.
+ * end before it fetches them, unless the guest sends them slower than that
+ * (then twice its own time for the burst, VHOST_BLK_BATCH_DELAY_MAX at
+ * most); 0 answers every notification at once.  A new device takes the
+ * module parameter batch_delay_us.  Errors: EPERM not the owner, EINVAL
+ * above the maximum.
  */
 #define VHOST_BLK_BATCH_DELAY_MAX	10000
 #define VHOST_BLK_SET_BATCH_DELAY	_IOW(VHOST_VIRTIO, 0x92, __u32)

@@ -118,6 +118,9 @@ mkdir -p -m "$dmode" "$(dirname "$sock")"
 lpid=
 listen() {
 	local path=$1 log=$2; shift 2
+	# a socket left at PATH (a run before this one) would end the wait below
+	# before systemd-socket-activate has replaced it with its own
+	rm -f "$path"
 	systemd-socket-activate -l "$path" "$@" >"$log" 2>&1 &
 	lpid=$!
 	pids+=("$lpid")
@@ -190,6 +193,7 @@ rm -f "$sock"
 
 # ---- 3: the README's command line without systemd ---------------------------------
 log3=$D/bridge-socket.log
+rm -f "$sock"
 vhost-blk-bridge --socket "$sock" --socket-group kvm --user vhost-blk \
 	--backend $DISK --queues 2 --serial $SERIAL >$log3 2>&1 &
 pid3=$!

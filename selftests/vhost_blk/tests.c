@@ -727,6 +727,21 @@ static void t_trace(struct vbt_dev *d, struct vbt_mem *m)
  * reads keep @depth in flight (refilled as they complete, like fio);
  * returns the kicks the driver needed, or -1 if a read did not complete.
  */
+/* Make read number @n available: header and status at @r, data in @buf. */
+static void publish_read(struct vbt_vq *vq, struct vbt_mem *m,
+			 struct virtio_blk_outhdr *r, uint8_t *buf, unsigned int n)
+{
+	struct vbt_seg s[3] = {
+		{ vbt_gpa(m, r), 16, false },
+		{ vbt_gpa(m, buf), 4096, true },
+		{ vbt_gpa(m, r) + 16, 1, true },
+	};
+
+	r->type = VIRTIO_BLK_T_IN;
+	r->sector = (n % 64) * 8;
+	vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false, r));
+}
+
 static long busy_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
 		       unsigned int depth)
 {
@@ -741,16 +756,7 @@ static long busy_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
 		uint16_t old = vq->avail_idx;
 
 		for (; sent < total && sent - done < depth; sent++) {
-			struct virtio_blk_outhdr *r = h + 2 * (sent % depth);
-			struct vbt_seg s[3] = {
-				{ vbt_gpa(m, r), 16, false },
-				{ vbt_gpa(m, buf), 4096, true },
-				{ vbt_gpa(m, r) + 16, 1, true },
-			};
-
-			r->type = VIRTIO_BLK_T_IN;
-			r->sector = (sent % 64) * 8;
-			vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false, r));
+			publish_read(vq, m, h + 2 * (sent % depth), buf, sent);
 		}
 		vbt_vq_kick(vq, old);
 		if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
@@ -848,13 +854,6 @@ static int slow_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
 		uint16_t old = vq->avail_idx;
 
 		for (; sent < total && sent - done < depth; sent++) {
-			struct virtio_blk_outhdr *r = h + 2 * (sent % depth);
-			struct vbt_seg s[3] = {
-				{ vbt_gpa(m, r), 16, false },
-				{ vbt_gpa(m, buf), 4096, true },
-				{ vbt_gpa(m, r) + 16, 1, true },
-			};
-
 			/* the first fill goes at once, the refills at the guest's pace */
 			if (sent >= depth) {
 				t = vbt_now_ns();
@@ -862,9 +861,7 @@ static int slow_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
 				slept += vbt_now_ns() - t;
 				old = vq->avail_idx;
 			}
-			r->type = VIRTIO_BLK_T_IN;
-			r->sector = (sent % 64) * 8;
-			vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false, r));
+			publish_read(vq, m, h + 2 * (sent % depth), buf, sent);
 			if (sent >= depth)
 				vbt_vq_kick(vq, old);
 		}

@@ -107,7 +107,7 @@ struct vhost_blk_vq {
 	 * vq.mutex.
 	 */
 	bool batching;
-	u16 batch_expect;	/* requests the burst should bring */
+	u16 batch_expect;	/* requests the burst should bring, 0 idle */
 	u16 batch_seen;		/* the avail index at the last look */
 	ktime_t batch_deadline;	/* no longer than batch_bound_ns */
 	u64 batch_bound_ns;	/* the longest this wait may take */

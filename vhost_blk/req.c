@@ -524,16 +524,17 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
  * Batching.  Answering each guest notification at once makes every pass
  * over a busy ring short, and every pass costs the guest a notification
  * and an interrupt: VM exits, which dominate what an I/O costs a guest.
- * So once a pass has found more than one request (or more than one is in
- * flight), the queue leaves the guest's notifications off when the ring
- * runs empty and waits for the guest's next burst: it looks at the ring
- * without fetching until the burst is over (below) or the wait's bound has
- * passed, then takes all of it in one pass, whose completions go back with
- * one interrupt.  The bound is batch_delay_us, or for a guest too slow to
- * send its burst in that time, twice the time it takes at its last pace
- * (VHOST_BLK_BATCH_DELAY_MAX at most).  A look that finds nothing turns
- * notifications back on, and a pass of one request with at most one in
- * flight never waits: a queue at depth one is answered at once.
+ * So while the guest's recent bursts were more than one request (or more
+ * than one is in flight), the queue leaves the guest's notifications off
+ * when the ring runs empty and waits for the guest's next burst: it looks
+ * at the ring without fetching until the burst is over (below) or the
+ * wait's bound has passed, then takes all of it in one pass, whose
+ * completions go back with one interrupt.  The bound is batch_delay_us, or
+ * for a guest too slow to send its burst in that time, twice the time it
+ * takes at its last pace (VHOST_BLK_BATCH_DELAY_MAX at most).  A pass that
+ * finds nothing turns notifications back on, and so does a pass of one
+ * request with at most one in flight once the bursts before it have
+ * dwindled to one: a queue at depth one is answered at once.
  */
 unsigned int vhost_blk_batch_delay_us = 1000;
 module_param_named(batch_delay_us, vhost_blk_batch_delay_us, uint, 0644);
@@ -601,7 +602,10 @@ static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step)
  * The ring ran empty after a pass that found @found requests: true if the
  * queue waits for the guest's next burst with notifications off.  It
  * expects as many requests as the pass found (a guest at a steady queue
- * depth gives back what completes).  Under vq.mutex.
+ * depth gives back what completes), or half what it expected last time if
+ * that is more: one burst cut short (the guest's vCPU stopped for a while)
+ * does not make the queue take the guest for one at depth one.  Under
+ * vq.mutex.
  */
 static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 {
@@ -609,12 +613,14 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 			  VHOST_BLK_BATCH_DELAY_MAX);
 	u64 first;
 
-	if (!delay || !found || (found < 2 && bvq->inflight < 2)) {
+	bvq->batch_expect = found ? max_t(int, found, bvq->batch_expect / 2) : 0;
+	if (!delay || !found ||
+	    (bvq->batch_expect < 2 && bvq->inflight < 2)) {
 		bvq->batching = false;
 		return false;
 	}
 	bvq->batching = true;
-	bvq->batch_expect = max(found, 2);
+	bvq->batch_expect = max_t(u16, bvq->batch_expect, 2);
 	bvq->batch_seen = bvq->vq.last_avail_idx;
 	bvq->batch_bound_ns = vhost_blk_batch_bound(bvq, delay);
 	bvq->batch_grown = ktime_get();
@@ -635,19 +641,24 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 /*
  * A look at a ring the queue is batching on: true if the guest is still
  * adding to it, so the queue looks again later instead of fetching now.
- * The burst is over, and the queue fetches, once the ring holds what the
- * queue expects, or has something and did not grow in two looks in a row
- * (one may just have come too soon for a slow guest), or the wait's bound
- * has passed since the queue began to wait: no request waits longer.  The
- * next look follows the guest's pace: twice the time each request took to
- * arrive since the ring last grew, or twice the last step while nothing
- * came, within vhost_blk_batch_step_max().  Under vq.mutex.
+ * The burst is over, and the queue fetches, once the ring holds something
+ * and did not grow since the last look, if it holds what the queue
+ * expects, or else in two looks in a row (one may just have come too soon
+ * for a slow guest); at once if the ring holds as much as the queue can
+ * take; and once the wait's bound has passed since the queue began to
+ * wait: no request waits longer.  A burst that holds what was expected is
+ * still taken whole if it goes on growing, so the queue learns a guest's
+ * burst is larger, or whole again after a cut.  The next look follows the
+ * guest's pace: twice the time each request took to arrive since the ring
+ * last grew, or twice the last step while nothing came, within
+ * vhost_blk_batch_step_max().  Under vq.mutex.
  */
 static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 {
 	struct vhost_virtqueue *vq = &bvq->vq;
 	u64 max_step, step;
 	ktime_t now = ktime_get();
+	unsigned int room;
 	__virtio16 raw;
 	u16 idx, n, grew;
 
@@ -659,10 +670,11 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 	idx = vhost16_to_cpu(vq, raw);
 	n = idx - vq->last_avail_idx;
 	grew = idx - bvq->batch_seen;
-	if (n >= bvq->batch_expect)
+	room = min_t(unsigned int, vq->num, vhost_blk_max_inflight);
+	if (n >= room - min(room, bvq->inflight))
 		return false;
 	if (n && !grew) {
-		if (bvq->batch_still)
+		if (n >= bvq->batch_expect || bvq->batch_still)
 			return false;
 		bvq->batch_still = true;
 	}

@@ -836,36 +836,51 @@ static bool batch_totals(unsigned long long *reqs, unsigned long long *batches)
 }
 
 /*
- * A slow guest: @depth reads in flight, and after each interrupt it sends
- * what completed again one request at a time, each @gap_us after the one
- * before (a vCPU that is loaded or emulated).  Returns 0, or -1 if a read did not complete.
+ * A slow guest: depth reads in flight, and after each interrupt it sends
+ * what completed again one request at a time, each gap_us after the one
+ * before (a vCPU that is loaded or emulated).  Before request stall_until
+ * it also stops for stall_us after the first request of each refill (a
+ * vCPU descheduled in the middle of a burst), and once it gets there it
+ * takes batch_totals().
  */
-static int slow_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
-		      unsigned int depth, unsigned int gap_us, double *gap_seen)
+struct slow_guest {
+	unsigned int total, depth, gap_us;
+	unsigned int stall_until, stall_us;
+	unsigned long long reqs, batches;	/* at stall_until */
+	double gap_seen;			/* us, measured */
+};
+
+/* Returns 0, or -1 if a read did not complete. */
+static int slow_reads(struct vbt_dev *d, struct vbt_mem *m, struct slow_guest *g)
 {
 	uint64_t slept = 0, t;
 	struct vbt_vq *vq = &d->vq[0];
-	struct virtio_blk_outhdr *h = vbt_alloc(m, 32 * depth, 16);
+	struct virtio_blk_outhdr *h = vbt_alloc(m, 32 * g->depth, 16);
 	uint8_t *buf = vbt_alloc(m, 4096, 4096);
-	unsigned int sent = 0, done = 0;
+	unsigned int sent = 0, done = 0, first;
 	void *c;
 
-	while (done < total) {
+	while (done < g->total) {
 		uint16_t old = vq->avail_idx;
 
-		for (; sent < total && sent - done < depth; sent++) {
+		for (first = sent; sent < g->total && sent - done < g->depth; sent++) {
+			if (g->stall_until && sent == g->stall_until)
+				batch_totals(&g->reqs, &g->batches);
+			if (sent == first + 1 && sent > g->depth &&
+			    sent < g->stall_until)
+				usleep(g->stall_us);
 			/* the first fill goes at once, the refills at the guest's pace */
-			if (sent >= depth) {
+			if (sent >= g->depth) {
 				t = vbt_now_ns();
-				usleep(gap_us);
+				usleep(g->gap_us);
 				slept += vbt_now_ns() - t;
 				old = vq->avail_idx;
 			}
-			publish_read(vq, m, h + 2 * (sent % depth), buf, sent);
-			if (sent >= depth)
+			publish_read(vq, m, h + 2 * (sent % g->depth), buf, sent);
+			if (sent >= g->depth)
 				vbt_vq_kick(vq, old);
 		}
-		if (sent <= depth)
+		if (sent <= g->depth)
 			vbt_vq_kick(vq, old);
 		if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
 			return -1;
@@ -873,8 +888,23 @@ static int slow_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
 		while (vbt_vq_poll(vq, NULL, &c) >= 0)
 			done++;
 	}
-	*gap_seen = total > depth ? slept / 1000.0 / (total - depth) : 0;
+	g->gap_seen = g->total > g->depth ?
+		slept / 1000.0 / (g->total - g->depth) : 0;
 	return 0;
+}
+
+/* max_inflight below the depth ends every pass early (throttling). */
+static bool batching_throttled(unsigned int depth)
+{
+	FILE *f = fopen("/sys/module/vhost_blk/parameters/max_inflight", "r");
+	unsigned int inflight = 0;
+
+	if (f) {
+		if (fscanf(f, "%u", &inflight) != 1)
+			inflight = 0;
+		fclose(f);
+	}
+	return inflight && inflight < depth;
 }
 
 /*
@@ -883,46 +913,59 @@ static int slow_reads(struct vbt_dev *d, struct vbt_mem *m, unsigned int total,
  * served in batches: the wait follows its pace.  A wait that ended at the
  * bound, or at the first look that found the ring not grown, left such a
  * guest with about one request a batch.
+ *
+ * With stalls: over its first 100 requests the same guest stops for 5 ms
+ * after the first request of each refill, so each wait ends with that one
+ * request.  Over the 160 requests after that, its batches are whole
+ * again.  A queue that took a pass of one request
+ * as a guest at depth one stopped waiting, and with its notifications on
+ * such a guest's requests came one at a time from then on.
  */
-static void t_batching_slow(struct vbt_mem *m)
+static void t_batching_slow(struct vbt_mem *m, bool stalls)
 {
+	const char *what = stalls ? "batching: a slow guest's bursts cut by stalls are whole again after them" :
+				    "batching: a slow guest's requests are served in batches";
+	struct slow_guest g = {
+		.total = stalls ? 260 : 400, .depth = 16, .gap_us = 300,
+		.stall_until = stalls ? 100 : 0, .stall_us = 5000,
+	};
 	struct vbt_opts o = def_opts();
 	unsigned long long r0, b0, r1, b1;
 	struct vbt_dev d;
 	__u32 us = 2000;
-	double per, gap = 0;
-	FILE *f;
-	int rc, inflight = 0;
+	double per;
+	int rc;
 
-	/* max_inflight below the depth ends every pass early (throttling) */
-	f = fopen("/sys/module/vhost_blk/parameters/max_inflight", "r");
-	if (f) {
-		if (fscanf(f, "%d", &inflight) != 1)
-			inflight = 0;
-		fclose(f);
-	}
-	if (inflight && inflight < 16) {
-		tap_skip("max_inflight below 16 requests a queue",
-			 "batching: a slow guest's requests are served in batches");
+	if (batching_throttled(g.depth)) {
+		tap_skip("max_inflight below 16 requests a queue", "%s", what);
 		return;
 	}
 	if (open_dev(&d, m, &o)) {
-		tap_result(false, "batching: slow guest: device setup");
+		tap_result(false, "%s: device setup", what);
 		return;
 	}
 	if (!batch_totals(&r0, &b0)) {
 		vbt_dev_close(&d);
-		tap_skip("debugfs not mounted", "batching: a slow guest's requests are served in batches");
+		tap_skip("debugfs not mounted", "%s", what);
 		return;
 	}
 	rc = ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us) ? -2 :
-		slow_reads(&d, m, 400, 16, 300, &gap);
+		slow_reads(&d, m, &g);
 	batch_totals(&r1, &b1);
 	vbt_dev_close(&d);
+	if (stalls) {
+		r0 = g.reqs;
+		b0 = g.batches;
+	}
 	per = b1 > b0 && r1 >= r0 ? (double)(r1 - r0) / (b1 - b0) : 0;
-	tap_result(rc == 0 && per >= 2,
-		   "batching: a guest sending 16 reads 300 us apart (%.0f us here) has %.1f of them served per completion batch with a %u us bound (at least 2)",
-		   gap, per, us);
+	if (stalls)
+		tap_result(rc == 0 && per >= 8,
+			   "%s: %.1f of 16 reads %.0f us apart per completion batch after stalls of %u ms, %u us bound (at least 8)",
+			   what, per, g.gap_seen, g.stall_us / 1000, us);
+	else
+		tap_result(rc == 0 && per >= 2,
+			   "batching: a guest sending 16 reads 300 us apart (%.0f us here) has %.1f of them served per completion batch with a %u us bound (at least 2)",
+			   g.gap_seen, per, us);
 }
 
 void vbt_functional(struct vbt_mem *m)
@@ -964,5 +1007,6 @@ void vbt_functional(struct vbt_mem *m)
 	t_mq(m, false);
 	t_mq(m, true);
 	t_batching(m);
-	t_batching_slow(m);
+	t_batching_slow(m, false);
+	t_batching_slow(m, true);
 }

@@ -63,15 +63,16 @@ mount -t debugfs none /sys/kernel/debug 2>/dev/null
 # hostsnap: L2's counters into H_* with shell builtins only (no fork: while a
 # cost window is open every instruction of L2 counts): busy jiffies and
 # context switches (/proc/stat); KVM's VM exits and injected interrupts,
-# summed over the VMs of L2 (one L3 at a time); vhost_blk's requests and
-# completion batches (one guest notification each), 0 0 without vhost_blk.
+# summed over the VMs of L2 (one L3 at a time); vhost_blk's requests,
+# completion batches (one guest notification each) and waits (passes that
+# waited for the guest's burst: fetch batches), 0 0 0 without vhost_blk.
 hostsnap() {
 	local c u n s i w q sq st x k v f
 	read -r c u n s i w q sq st x </proc/stat
 	H_BUSY=$((u + n + s + q + sq + st))
 	H_CTXT=0
 	while read -r k v x; do [ "$k" = ctxt ] && { H_CTXT=$v; break; }; done </proc/stat
-	H_EXITS=0 H_INJ=0 H_REQS=0 H_BATCH=0 H_HALT=0 H_HIRQ=0
+	H_EXITS=0 H_INJ=0 H_REQS=0 H_BATCH=0 H_HALT=0 H_HIRQ=0 H_WAIT=0
 	[ -r /sys/kernel/debug/kvm/exits ] && read -r H_EXITS </sys/kernel/debug/kvm/exits
 	[ -r /sys/kernel/debug/kvm/irq_injections ] && read -r H_INJ </sys/kernel/debug/kvm/irq_injections
 	# Two kinds of exit by reason: the guest idle (HLT), and an interrupt
@@ -84,6 +85,7 @@ hostsnap() {
 			case $k in
 			reqs) H_REQS=$((H_REQS + v)) ;;
 			batches) H_BATCH=$((H_BATCH + v)) ;;
+			batch_waits) H_WAIT=$((H_WAIT + v)) ;;
 			esac
 		done <"$f"
 	done
@@ -114,10 +116,10 @@ echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/nu
 # (its L3 or L2 died) keeps the runs it finished; and measure L2's CPU, context
 # switches (host wakeups) and KVM's counters between each run's START and JSON
 # markers: "@@CPU ROW WL REP JIFFIES@@", "@@KVM ROW WL REP EXITS INJECTIONS REQS
-# BATCHES HLT_EXITS IRQ_EXITS@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
+# BATCHES HLT_EXITS IRQ_EXITS WAITS@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
 # per line: tail follows the file with inotify.
 follow_l3() {
-	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 h0 q0 x
+	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 h0 q0 w0 x
 	tail -n +1 -F --pid="$pid" "$f" 2>/dev/null | while IFS= read -r line; do
 		line=${line%$'\r'}
 		case $line in
@@ -125,12 +127,12 @@ follow_l3() {
 		@@START*)
 			hostsnap
 			b0=$H_BUSY c0=$H_CTXT e0=$H_EXITS i0=$H_INJ r0=$H_REQS t0=$H_BATCH
-			h0=$H_HALT q0=$H_HIRQ ;;
+			h0=$H_HALT q0=$H_HIRQ w0=$H_WAIT ;;
 		@@JSON*)
 			hostsnap
 			x=${line//@@/}; set -- $x
 			pending="@@CPU $2 $3 $4 $((H_BUSY - b0))@@
-@@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0)) $((H_HALT - h0)) $((H_HIRQ - q0))@@
+@@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0)) $((H_HALT - h0)) $((H_HIRQ - q0)) $((H_WAIT - w0))@@
 @@HOST $2 $3 $4 $((H_CTXT - c0))@@" ;;
 		@@END@@)
 			printf '%s\n' "$line"

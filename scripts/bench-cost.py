@@ -91,7 +91,7 @@ def load_pass(d, pas):
             ("guest.txt", ("irqs", "kicks"), 2),
             ("host.txt", ("wakeups",), 1),
             ("kvm.txt", ("kvm_exits", "injections", "vreqs", "vbatches",
-                         "halts", "hirqs"), 4)):
+                         "halts", "hirqs", "vwaits"), 4)):
         for l in read_lines(os.path.join(d, name)):
             f = l.split()
             if len(f) < 4 + least:
@@ -119,7 +119,8 @@ def load_pass(d, pas):
                   "ios": fio[k]["ios"], "irqs": x.get("irqs"),
                   "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
                   "halts": x.get("halts"), "hirqs": x.get("hirqs"),
-                  "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches")}
+                  "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
+                  "vwaits": x.get("vwaits")}
     runs = []
     for k, w in raw.items():
         b, row, wl, rep = k
@@ -156,6 +157,10 @@ def load_pass(d, pas):
         # is noise once batches are few
         vr, vb = w["vreqs"], w["vbatches"]
         run["reqs_batch"] = vr / vb if vr and vb else None
+        # ... and per wait: what each pass that waited for the guest's
+        # burst fetched (the notifications side of batching)
+        vw = w["vwaits"]
+        run["reqs_wait"] = vr / vw if vr and vw else None
         run["weighted_io"] = run["insns_io"] + run["exits_io"] * EXIT_COST
         runs.append(run)
     return runs
@@ -191,7 +196,7 @@ def summarize(runs):
              "polls": "%s/%s" % (k[0], k[1]) in POLLING}
         for n in ("ios", "insns_io", "exits_io", "irqs_io", "kicks_io",
                   "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us",
-                  "halts_io", "hirqs_io", "reqs_batch"):
+                  "halts_io", "hirqs_io", "reqs_batch", "reqs_wait"):
             s[n] = med([r[n] for r in p1])
         s["insns_spread"] = spread([r["insns_io"] for r in p1])
         s["exits_spread"] = spread([r["exits_io"] for r in p1])
@@ -218,7 +223,8 @@ def write_cost_tsv(res, summ):
             "exits_spread_pct", "busy_runs", "boots",
             "boots_insns_per_io", "boots_insns_spread_pct",
             "boots_exits_per_io", "boots_exits_spread_pct",
-            "hlt_exits_per_io", "irq_exits_per_io", "reqs_per_batch"]
+            "hlt_exits_per_io", "irq_exits_per_io", "reqs_per_batch",
+            "reqs_per_wait"]
     with open(os.path.join(res, "cost.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for (b, row, wl) in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
@@ -235,7 +241,8 @@ def write_cost_tsv(res, summ):
                 fmt(s["boots_exits"], "%.3f"),
                 fmt(s["boots_exits_spread"], "%.1f"),
                 fmt(s["halts_io"], "%.3f"), fmt(s["hirqs_io"], "%.3f"),
-                fmt(s["reqs_batch"], "%.1f")]) + "\n")
+                fmt(s["reqs_batch"], "%.1f"),
+                fmt(s["reqs_wait"], "%.1f")]) + "\n")
 
 
 def write_runs_tsv(res, runs):
@@ -243,7 +250,7 @@ def write_runs_tsv(res, runs):
             "insns", "exits", "base_insns", "net_ios", "insns_per_io", "exits_per_io", "irqs_per_io",
             "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
             "l1_other_cpus", "busy", "hlt_exits_per_io", "irq_exits_per_io",
-            "reqs_per_batch"]
+            "reqs_per_batch", "reqs_per_wait"]
     with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for r in runs:
@@ -257,7 +264,8 @@ def write_runs_tsv(res, runs):
                 "%.0f" % (r["ns"] / 1e6), "%.2f" % r["l1_other"],
                 "busy" if r["busy"] else "idle",
                 fmt(r["halts_io"], "%.3f"), fmt(r["hirqs_io"], "%.3f"),
-                fmt(r["reqs_batch"], "%.1f")]) + "\n")
+                fmt(r["reqs_batch"], "%.1f"),
+                fmt(r["reqs_wait"], "%.1f")]) + "\n")
 
 
 def get(summ, b, row, wl):
@@ -286,7 +294,8 @@ def cost_md(summ, runs):
     w("hardware (benchmarks.rst): the number to read for a KVM host. HLT, L2 irq:")
     w("the exits among them for the guest going idle and for interrupts of L2's own")
     w("(KVM's halt_exits and irq_exits in L2); batch: vhost_blk's requests per")
-    w("completion batch. Runs taken while other processes used more than %.2f host" % BUSY_CPUS)
+    w("completion batch, and per wait for the guest's burst (each ends in one")
+    w("fetching pass). Runs taken while other processes used more than %.2f host" % BUSY_CPUS)
     w("CPUs are counted as busy.")
     for b in sorted({k[0] for k in summ}):
         for wl in sorted({k[2] for k in summ if k[0] == b}):
@@ -297,7 +306,7 @@ def cost_md(summ, runs):
             w("### %s: %s" % (b, wl))
             w("")
             w("| row | insns/IO | spread | exits/IO | HLT, L2 irq | irq/IO | kicks/IO "
-              "| wakeups/IO | batch | weighted/IO | x aio=native (insns, exits, weighted) "
+              "| wakeups/IO | batch, per wait | weighted/IO | x aio=native (insns, exits, weighted) "
               "| IOPS | runs | boots |")
             w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
             for row in rows:
@@ -317,12 +326,15 @@ def cost_md(summ, runs):
                 if s["halts_io"] is not None or s["hirqs_io"] is not None:
                     why = "%s, %s" % (fmt(s["halts_io"], "%.2f"),
                                       fmt(s["hirqs_io"], "%.2f"))
+                batch = fmt(s["reqs_batch"], "%.1f")
+                if s["reqs_wait"] is not None:
+                    batch += ", " + fmt(s["reqs_wait"], "%.1f")
                 w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
                   "| %d%s | %s |" % (
                       row, fmt(s["insns_io"]), fmt(s["insns_spread"], "%.1f%%"),
                       fmt(s["exits_io"], "%.2f"), why, fmt(s["irqs_io"], "%.2f"),
                       fmt(s["kicks_io"], "%.2f"), fmt(s["wakeups_io"], "%.2f"),
-                      fmt(s["reqs_batch"], "%.1f"), fmt(s["weighted_io"]), rel,
+                      batch, fmt(s["weighted_io"]), rel,
                       fmt(s["iops"]), s["runs"], note, boots))
     # Repeatability: a row measured again in the same L2 boot (ROW@2).
     again = [k for k in summ if k[1].endswith("@2")]

@@ -5,12 +5,15 @@
  *
  *   vbmark open ID | close ID     the marker instruction, ID in RDI
  *   vbmark loop N ID              window ID around N iterations of a
- *                                 two-instruction loop (2N instructions)
+ *                                 two-instruction loop (2N instructions),
+ *                                 on the one vCPU it starts on
  *   vbmark cpuid N ID             window ID around N CPUID instructions
  *                                 (each one a VM exit in a KVM guest)
  *
  * Outside the plugin the marker is an ordinary NOP: vbmark does nothing.
  */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,23 @@ static inline void vb_close(uint64_t id)
 {
 	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420002"
 		     : : "D"(id) : "memory");
+}
+
+/*
+ * Stay on the CPU we run on, so that a loop is counted on one vCPU: the
+ * calibration compares that vCPU's count with the loop's length.
+ */
+static void stay(void)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		perror("vbmark: sched_setaffinity");
 }
 
 static uint64_t num(const char *s)
@@ -52,6 +72,7 @@ int main(int argc, char **argv)
 
 		if (!n)
 			return 2;
+		stay();
 		vb_open(id);
 		asm volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
 		vb_close(id);

@@ -43,6 +43,8 @@
 #define VHOST_BLK_BATCH_LOOKS		32
 /* ... or in the guest's request gaps, once it has shown its pace. */
 #define VHOST_BLK_BATCH_TURNAROUND	4
+/* A queue serving single requests waits once in this many passes. */
+#define VHOST_BLK_BATCH_PROBE		8
 /* A slow guest's wait: this many times its time for the expected burst. */
 #define VHOST_BLK_BATCH_PACE		2
 /* Completions written to the used ring per vhost_add_used_n() call. */
@@ -107,7 +109,8 @@ struct vhost_blk_vq {
 	 * vq.mutex.
 	 */
 	bool batching;
-	u16 batch_expect;	/* requests the burst should bring, 0 idle */
+	u16 batch_expect;	/* requests the burst should bring */
+	u8 batch_singles;	/* passes of one request in a row, unwaited */
 	u16 batch_seen;		/* the avail index at the last look */
 	ktime_t batch_deadline;	/* no longer than batch_bound_ns */
 	u64 batch_bound_ns;	/* the longest this wait may take */

@@ -534,7 +534,8 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
  * takes at its last pace (VHOST_BLK_BATCH_DELAY_MAX at most).  A pass that
  * finds nothing turns notifications back on, and so does a pass of one
  * request with at most one in flight once the bursts before it have
- * dwindled to one: a queue at depth one is answered at once.
+ * dwindled to one, but for one pass in VHOST_BLK_BATCH_PROBE: a queue at
+ * depth one is answered at once, nearly always.
  */
 unsigned int vhost_blk_batch_delay_us = 1000;
 module_param_named(batch_delay_us, vhost_blk_batch_delay_us, uint, 0644);
@@ -604,7 +605,9 @@ static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step)
  * expects as many requests as the pass found (a guest at a steady queue
  * depth gives back what completes), or half what it expected last time if
  * that is more: one burst cut short (the guest's vCPU stopped for a while)
- * does not make the queue take the guest for one at depth one.  Under
+ * does not make the queue take the guest for one at depth one.  A queue
+ * that serves single requests still waits once every VHOST_BLK_BATCH_PROBE
+ * passes: a guest that has more on the way sends them then.  Under
  * vq.mutex.
  */
 static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
@@ -613,12 +616,22 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 			  VHOST_BLK_BATCH_DELAY_MAX);
 	u64 first;
 
-	bvq->batch_expect = found ? max_t(int, found, bvq->batch_expect / 2) : 0;
-	if (!delay || !found ||
-	    (bvq->batch_expect < 2 && bvq->inflight < 2)) {
+	bvq->batch_expect = max_t(int, found, bvq->batch_expect / 2);
+	if (!delay || !found) {
 		bvq->batching = false;
 		return false;
 	}
+	/*
+	 * A queue at depth one, or one whose guest sends its requests one at
+	 * a time although more are on their way: waiting now and then tells
+	 * them apart.
+	 */
+	if (bvq->batch_expect < 2 && bvq->inflight < 2 &&
+	    ++bvq->batch_singles < VHOST_BLK_BATCH_PROBE) {
+		bvq->batching = false;
+		return false;
+	}
+	bvq->batch_singles = 0;
 	bvq->batching = true;
 	bvq->batch_expect = max_t(u16, bvq->batch_expect, 2);
 	bvq->batch_seen = bvq->vq.last_avail_idx;

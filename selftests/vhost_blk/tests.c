@@ -796,8 +796,9 @@ static void t_batching(struct vbt_mem *m)
 	/* Longer than the delay: the last look found nothing, notifications are on. */
 	usleep(100000);
 	one = busy_reads(&d, m, 200, 1);
-	tap_result(one == 200,
-		   "batching: 200 reads one at a time are each notified, none waits for the delay (%ld notifications)",
+	/* but for the queue's probe, one pass in VHOST_BLK_BATCH_PROBE (8) */
+	tap_result(one >= 200 - 200 / 8 - 1,
+		   "batching: 200 reads one at a time are notified but for one in 8 (%ld notifications, at least 174)",
 		   one);
 	vbt_dev_close(&d);
 }
@@ -916,18 +917,21 @@ static bool batching_throttled(unsigned int depth)
  *
  * With stalls: over its first 100 requests the same guest stops for 5 ms
  * after the first request of each refill, so each wait ends with that one
- * request.  Over the 160 requests after that, its batches are whole
- * again.  A queue that took a pass of one request
+ * request; or for 30 ms, longer than any wait, so the queue finds its ring
+ * empty and turns notifications on.  Over the 160 requests after that, its
+ * batches are whole again.  A queue that took a pass of one request
  * as a guest at depth one stopped waiting, and with its notifications on
- * such a guest's requests came one at a time from then on.
+ * such a guest's requests came one at a time from then on; one that
+ * forgot the guest's bursts at an empty pass did so after a 30 ms stall.
  */
-static void t_batching_slow(struct vbt_mem *m, bool stalls)
+static void t_batching_slow(struct vbt_mem *m, unsigned int stall_ms)
 {
+	bool stalls = stall_ms;
 	const char *what = stalls ? "batching: a slow guest's bursts cut by stalls are whole again after them" :
 				    "batching: a slow guest's requests are served in batches";
 	struct slow_guest g = {
 		.total = stalls ? 260 : 400, .depth = 16, .gap_us = 300,
-		.stall_until = stalls ? 100 : 0, .stall_us = 5000,
+		.stall_until = stalls ? 100 : 0, .stall_us = stall_ms * 1000,
 	};
 	struct vbt_opts o = def_opts();
 	unsigned long long r0, b0, r1, b1;
@@ -959,8 +963,8 @@ static void t_batching_slow(struct vbt_mem *m, bool stalls)
 	}
 	per = b1 > b0 && r1 >= r0 ? (double)(r1 - r0) / (b1 - b0) : 0;
 	if (stalls)
-		tap_result(rc == 0 && per >= 8,
-			   "%s: %.1f of 16 reads %.0f us apart per completion batch after stalls of %u ms, %u us bound (at least 8)",
+		tap_result(rc == 0 && per >= 6,
+			   "%s: %.1f of 16 reads %.0f us apart per completion batch after stalls of %u ms, %u us bound (at least 6)",
 			   what, per, g.gap_seen, g.stall_us / 1000, us);
 	else
 		tap_result(rc == 0 && per >= 2,
@@ -1007,6 +1011,7 @@ void vbt_functional(struct vbt_mem *m)
 	t_mq(m, false);
 	t_mq(m, true);
 	t_batching(m);
-	t_batching_slow(m, false);
-	t_batching_slow(m, true);
+	t_batching_slow(m, 0);
+	t_batching_slow(m, 5);
+	t_batching_slow(m, 30);
 }

@@ -9,7 +9,7 @@
 log=$1 row=$2 row2=${3:-}
 awk -v reps="${REPS:-3}" -v r1="$row" -v r2="$row2" '
 	/^@@JSON / { s = $0; gsub(/@@/, "", s); split(s, a, " ")
-		if (a[4] == "base") { state = 0; next }	# a cost base run, not a repetition
+		if (a[4] ~ /^base[0-9]*$/) { state = 0; next }	# a cost base run, not a repetition
 		cur = a[2] " " a[3] " " a[4]; state = 1; next }
 	state == 1 && /^\{.*\}$/ { state = 2; next }
 	/^@@END@@/ { if (state == 2) done[cur] = 1 }

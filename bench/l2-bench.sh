@@ -28,7 +28,7 @@
 # for HLT and for L2's own interrupts, per workload,
 # and @@HOST lines: L2's context switches (host wakeups). Each fio run is a cost
 # window of the vbcount plugin when L2 runs under TCG with it (workloads.sh).
-export QUICK=${QUICK:-0} REPS=${REPS:-3} WORKLOADS=${WORKLOADS:-} IOS=${IOS:-} IOS_QD1=${IOS_QD1:-} RUNTIME=${RUNTIME:-}
+export QUICK=${QUICK:-0} REPS=${REPS:-3} WORKLOADS=${WORKLOADS:-} IOS=${IOS:-} IOS_QD1=${IOS_QD1:-} BASE_REPS=${BASE_REPS:-} RUNTIME=${RUNTIME:-}
 # Default rows: all of them on null_blk; on the file backend (and in a QUICK
 # run, which has no file backend) the rows the targets compare. ROWS set by the
 # caller applies to every backend.
@@ -207,7 +207,7 @@ $2 || { echo "@@FAIL $1 - in L3: $2 failed@@"; exit 1; }
 for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 [ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
 X
 }
 
@@ -228,7 +228,7 @@ for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
 grep -qx "path mq" /sys/block/vda/driver_stats || fail "vda is not on the request path"
 grep -qx "path bio" /sys/block/vdb/driver_stats || fail "vdb is not on the bio path"
 echo none >/sys/block/vda/queue/scheduler
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
 X
 }
 

@@ -12,11 +12,15 @@
 # window of the vbcount TCG plugin (tools/cost-plugin), opened right before fio
 # and closed right after it, and "@@WIN ID ROW WORKLOAD REP@@" names it; make
 # bench joins the plugin's counts to it (Documentation/benchmarks.rst). Each
-# workload then also has a counted run with an eighth of the I/Os, REP "base",
-# first (after one uncounted warm-up run of fio per device), whose count the
-# report subtracts: what fio's start and exit cost is not an I/O's.
+# workload then also has BASE_REPS counted runs with an eighth of the I/Os, REPs
+# "base1" to "baseN", first (after one uncounted warm-up run of fio per device),
+# whose median count the report subtracts: what fio's start and exit cost is not
+# an I/O's. That fixed part varies from run to run far more than an I/O does (its
+# exits by up to 2x within one L2 boot), so one base run would move every net
+# figure; the median of three does not follow one outlier.
 #
-# Environment: QUICK=1 (fewer workloads), REPS (default 3), IOS (default 8192),
+# Environment: QUICK=1 (fewer workloads), REPS (default 3), BASE_REPS (default 3,
+# 1 with QUICK=1), IOS (default 8192),
 # IOS_QD1 (default 2048), SKIP_WLS="name ..." (workloads already measured: a row
 # resumed after the flake), WORKLOADS="name ..." (only these; default all),
 # MEASURE_CPU=1 (also print "@@CPU ROW WORKLOAD REP BUSY_JIFFIES@@" from /proc/stat,
@@ -30,6 +34,9 @@
 dev=$1 row=$2 dev2=${3:-} row2=${4:-}
 here=$(dirname "$0")
 reps=${REPS:-3}
+base_reps=3
+[ "${QUICK:-0}" = 1 ] && base_reps=1
+[ -n "${BASE_REPS:-}" ] && base_reps=$BASE_REPS
 ios=${IOS:-8192} ios_qd1=${IOS_QD1:-2048}
 if [ "${QUICK:-0}" = 1 ]; then
 	wls="4k-rand:randread:32:1 4k-rand:randwrite:32:1 4k-rand:randread:16:8 16k-qd74:write"
@@ -180,15 +187,23 @@ for wl in $wls; do
 	[ -z "${WORKLOADS:-}" ] || case " $WORKLOADS " in *" $name "*) ;; *) continue ;; esac
 	n=$ios; case $name in *-qd1) n=$ios_qd1 ;; esac
 	nios=$(((n + JOBS - 1) / JOBS))
-	# The base run: an eighth of the I/Os, so that the report can take
+	# The base runs: an eighth of the I/Os, so that the report can take
 	# what every run costs besides its I/Os (fio's start and exit, the
 	# queue filling and draining: some 120 million instructions here)
-	# out of the count: cost per I/O = (run - base) / (I/Os - base I/Os).
+	# out of the count: cost per I/O = (run - base) / (I/Os - base I/Os),
+	# base the median of the base runs.
 	if [ -n "$mark" ]; then
 		[ -z "$warm" ] && { NIOS=$(((nios + 7) / 8)) DEV=$dev fio "$here/fio/$job.fio" >/dev/null 2>&1; warm=1; }
 		export NIOS=$(((nios + 7) / 8))
-		run_one "$dev" "$row" "$name" base
-		[ -n "$dev2" ] && run_one "$dev2" "$row2" "$name" base
+		for b in $(seq 1 "$base_reps"); do
+			if [ -z "$dev2" ] || [ $((b % 2)) = 1 ]; then
+				run_one "$dev" "$row" "$name" "base$b"
+				[ -n "$dev2" ] && run_one "$dev2" "$row2" "$name" "base$b"
+			else
+				run_one "$dev2" "$row2" "$name" "base$b"
+				run_one "$dev" "$row" "$name" "base$b"
+			fi
+		done
 	fi
 	export NIOS=$nios
 	for rep in $(seq 1 "$reps"); do

@@ -29,6 +29,7 @@ count is marked as taken on a busy box, default 0.25), REPS (default 3).
 """
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -69,12 +70,35 @@ def split_row(r):
     return b, row
 
 
+def is_base(rep):
+    return re.fullmatch(r"base[0-9]*", rep) is not None
+
+
+COUNTS = ("insns", "exits", "irqs", "kicks", "wakeups", "halts", "hirqs")
+
+
+def median_base(ws):
+    """The median of each count over a workload's base runs of one boot
+    (None without any), how many there were, and the spread of their exits:
+    the fixed part of a run varies by far more than one I/O, and one base
+    run, subtracted from every run of the workload, would move them all."""
+    if not ws:
+        return None
+    m = {"runs": len(ws), "ios": statistics.median_low(x["ios"] for x in ws),
+         "exits_spread": spread([x["exits"] for x in ws])}
+    for n in COUNTS:
+        v = [x[n] for x in ws]
+        m[n] = None if None in v else statistics.median(v)
+    return m
+
+
 def load_pass(d, pas):
     """Counted runs of one pass directory, as dicts, each per I/O net of its
-    workload's base run (the same fio job with an eighth of the I/Os):
-    (count - base count) / (I/Os - base I/Os) takes what every run costs
-    besides its I/Os (fio's start and exit, the queue filling and draining)
-    out of the figure. Without a base run: count / I/Os, said as such."""
+    workload's base runs (the same fio job with an eighth of the I/Os):
+    (count - base count) / (I/Os - base I/Os), base the median of the base
+    runs of the same L2 boot, takes what every run costs besides its I/Os
+    (fio's start and exit, the queue filling and draining) out of the
+    figure. Without a base run: count / I/Os, said as such."""
     fio = {}
     for name in ("runs.tsv", "runs-base.tsv"):
         for l in read_lines(os.path.join(d, name)):
@@ -121,14 +145,19 @@ def load_pass(d, pas):
                   "halts": x.get("halts"), "hirqs": x.get("hirqs"),
                   "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
                   "vwaits": x.get("vwaits")}
+    # The base runs of a workload ("base1", "base2", ...; "base" in older
+    # results), by boot: a run's base is the median of its boot's.
+    bases = {}
+    for k, w in raw.items():
+        if is_base(k[3]):
+            bases.setdefault(k[:3] + (w["boot"],), []).append(w)
     runs = []
     for k, w in raw.items():
         b, row, wl, rep = k
-        if rep == "base":
+        if is_base(rep):
             continue
-        base = raw.get((b, row, wl, "base"))
-        if base and (base["boot"] != w["boot"] or base["ios"] >= w["ios"]):
-            base = None
+        base = median_base([x for x in bases.get((b, row, wl, w["boot"]), [])
+                            if x["ios"] < w["ios"]])
         ios = w["ios"] - (base["ios"] if base else 0)
 
         def net(n):
@@ -144,6 +173,8 @@ def load_pass(d, pas):
             "pass": pas, "backend": b, "row": row, "wl": wl, "rep": rep,
             "boot": "%d.%s" % (pas, w["boot"]), "ios": w["ios"],
             "net_ios": ios, "base_insns": base["insns"] if base else None,
+            "base_runs": base["runs"] if base else 0,
+            "base_exits_spread": base["exits_spread"] if base else None,
             "insns": w["insns"], "exits": w["exits"], "ns": w["ns"],
             "l1_other": w["l1_other"], "busy": w["l1_other"] > BUSY_CPUS,
             "iops": fio[k]["iops"], "lat_us": fio[k]["lat_us"],
@@ -199,6 +230,8 @@ def summarize(runs):
                   "halts_io", "hirqs_io", "reqs_batch", "reqs_wait"):
             s[n] = med([r[n] for r in p1])
         s["insns_spread"] = spread([r["insns_io"] for r in p1])
+        s["base_runs"] = min(r["base_runs"] for r in p1)
+        s["base_exits_spread"] = med([r["base_exits_spread"] for r in p1])
         s["exits_spread"] = spread([r["exits_io"] for r in p1])
         # Across L2 boots (pass 2, and fresh boots after the flake):
         # the median of each boot's median, and their spread.
@@ -224,7 +257,7 @@ def write_cost_tsv(res, summ):
             "boots_insns_per_io", "boots_insns_spread_pct",
             "boots_exits_per_io", "boots_exits_spread_pct",
             "hlt_exits_per_io", "irq_exits_per_io", "reqs_per_batch",
-            "reqs_per_wait"]
+            "reqs_per_wait", "base_runs", "base_exits_spread_pct"]
     with open(os.path.join(res, "cost.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for (b, row, wl) in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
@@ -242,7 +275,8 @@ def write_cost_tsv(res, summ):
                 fmt(s["boots_exits_spread"], "%.1f"),
                 fmt(s["halts_io"], "%.3f"), fmt(s["hirqs_io"], "%.3f"),
                 fmt(s["reqs_batch"], "%.1f"),
-                fmt(s["reqs_wait"], "%.1f")]) + "\n")
+                fmt(s["reqs_wait"], "%.1f"), str(s["base_runs"]),
+                fmt(s["base_exits_spread"], "%.1f")]) + "\n")
 
 
 def write_runs_tsv(res, runs):
@@ -250,7 +284,8 @@ def write_runs_tsv(res, runs):
             "insns", "exits", "base_insns", "net_ios", "insns_per_io", "exits_per_io", "irqs_per_io",
             "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
             "l1_other_cpus", "busy", "hlt_exits_per_io", "irq_exits_per_io",
-            "reqs_per_batch", "reqs_per_wait"]
+            "reqs_per_batch", "reqs_per_wait", "base_runs",
+            "base_exits_spread_pct"]
     with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for r in runs:
@@ -265,7 +300,8 @@ def write_runs_tsv(res, runs):
                 "busy" if r["busy"] else "idle",
                 fmt(r["halts_io"], "%.3f"), fmt(r["hirqs_io"], "%.3f"),
                 fmt(r["reqs_batch"], "%.1f"),
-                fmt(r["reqs_wait"], "%.1f")]) + "\n")
+                fmt(r["reqs_wait"], "%.1f"), str(r["base_runs"]),
+                fmt(r["base_exits_spread"], "%.1f")]) + "\n")
 
 
 def get(summ, b, row, wl):
@@ -286,9 +322,10 @@ def cost_md(summ, runs):
     w("The whole machine (L2 host and L3 guest), counted by the vbcount TCG plugin")
     w("over each fio run of a fixed number of I/Os: instructions and L3 VM exits per")
     w("I/O, the L3 guest's interrupts and notifications (kicks) per I/O, L2's")
-    w("context switches (host wakeups) per I/O, each net of the workload's base run")
-    w("(an eighth of the I/Os: (run - base) / (I/Os - base I/Os), which takes fio's")
-    w("start and exit out). Medians of the runs of one L2 boot;")
+    w("context switches (host wakeups) per I/O, each net of the workload's base runs")
+    w("(an eighth of the I/Os: (run - base) / (I/Os - base I/Os), base the median of")
+    w("the base runs of the same L2 boot, which takes fio's start and exit out).")
+    w("Medians of the runs of one L2 boot;")
     w("spread = (max - min) / median of insns/IO over those runs. weighted =")
     w("insns/IO + exits/IO x %.0f, the instruction-equivalent of one exit on real" % EXIT_COST)
     w("hardware (benchmarks.rst): the number to read for a KVM host. HLT, L2 irq:")

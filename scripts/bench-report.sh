@@ -11,7 +11,8 @@ reps=${REPS:-3}
 # One line per run: backend row workload rep iops bw_kib lat_mean_us p99_us ios p50_us;
 # the percentiles are of the whole latency, submission included (fio's
 # lat_percentiles; completion latency only for a result without them).
-# the cost base runs (rep "base", bench/workloads.sh) in runs-base.tsv.
+# the cost base runs (rep "base1", "base2", ...; "base" in older results;
+# bench/workloads.sh) in runs-base.tsv.
 runs_tsv() { # dir
 	local f base backend rest row wl rep out
 	: >"$1/runs.tsv"
@@ -22,7 +23,7 @@ runs_tsv() { # dir
 		backend=${base%%_*}; rest=${base#*_}; row=${rest%%__*}; rest=${rest#*__}
 		wl=${rest%%__*}; rep=${rest##*__}
 		out=$1/runs.tsv
-		[ "$rep" = base ] && out=$1/runs-base.tsv
+		case $rep in base | base[0-9]*) out=$1/runs-base.tsv ;; esac
 		jq -r --arg b "$backend" --arg r "$row" --arg w "$wl" --arg n "$rep" '
 			.jobs[0] as $j
 			| ([$j.read, $j.write] | map(select(.total_ios > 0))) as $d

@@ -7,7 +7,8 @@
 # again in a new L3 boot (REPEAT_ROW@2; about 10 minutes).
 # REPS=N (default 3), ROWS="...", BACKENDS="nullb nullb-lat file" restrict what runs,
 # WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, IOS=N the I/Os
-# of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048).
+# of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048), BASE_REPS
+# the counted base runs of each workload (default 3, QUICK=1: 1; benchmarks.rst).
 # L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
 # L2_CPUS (default 2): L2's vCPUs. BENCH_L2_BOOTS (default 6): L2 boots a pass
 # may take after the nested-KVM flake (below).
@@ -48,6 +49,7 @@ run_pass() {
 			[ -n "${RUNTIME:-}" ] && echo "export RUNTIME='$RUNTIME'"
 			[ -n "${IOS:-}" ] && echo "export IOS='$IOS'"
 			[ -n "${IOS_QD1:-}" ] && echo "export IOS_QD1='$IOS_QD1'"
+			[ -n "${BASE_REPS:-}" ] && echo "export BASE_REPS='$BASE_REPS'"
 			[ -n "${REPEAT_ROW+set}" ] && echo "export REPEAT_ROW='$REPEAT_ROW'"
 			[ -n "${REPEAT_PARAMS:-}" ] && echo "export REPEAT_PARAMS='$REPEAT_PARAMS'"
 			[ -n "${REPEAT_WORKLOADS+set}" ] && echo "export REPEAT_WORKLOADS='$REPEAT_WORKLOADS'"
@@ -195,7 +197,7 @@ host_pass() {
 		HOST_MODE=1 BENCH_DIR="$TOP/bench" VHOST_BLK_KO="$tree/vhost_blk/vhost_blk.ko" \
 		L3_KERNEL="/boot/vmlinuz-$krel" L3_INITRD="$img" L3_CONSOLE="$res/l3-console.log" \
 		L3_MARK_KMSG=0 PATH="$TOP/scripts/vm:$TOP/tools/vhost-blk-bridge:$TOP/tools/cost-plugin:$TOP/selftests/vhost_blk:$PATH" \
-		QUICK="${QUICK:-0}" REPS="${REPS:-3}" IOS="${IOS:-262144}" IOS_QD1="${IOS_QD1:-16384}" \
+		QUICK="${QUICK:-0}" REPS="${REPS:-3}" IOS="${IOS:-262144}" IOS_QD1="${IOS_QD1:-16384}" BASE_REPS="${BASE_REPS:-}" \
 		ROWS="${ROWS:-}" BACKENDS="${BACKENDS:-}" WORKLOADS="${WORKLOADS:-}" RUNTIME="${RUNTIME:-}" \
 		L3_CPUS="${L3_CPUS:-}" REPEAT_ROW="${REPEAT_ROW-qemu-native}" \
 		PARAMS="${PARAMS:-}" REPEAT_PARAMS="${REPEAT_PARAMS:-}" "${rwl[@]}" \

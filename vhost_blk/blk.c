@@ -203,13 +203,42 @@ static long vhost_blk_backend_arg(struct vhost_blk_backend *arg,
 	return 0;
 }
 
+/* The backend's size now, in 512-byte sectors. */
+static u64 vhost_blk_backend_size(struct vhost_blk_backend_file *be)
+{
+	struct inode *inode = be->file->f_mapping->host;
+
+	if (be->bdev)
+		return bdev_nr_bytes(I_BDEV(inode)) >> SECTOR_SHIFT;
+	return i_size_read(inode) >> SECTOR_SHIFT;
+}
+
+/*
+ * Give every queue the backend (or none) and pick up what the guest queued
+ * meanwhile.  Under dev.mutex, after vhost_blk_drain() when replacing one.
+ */
+static void vhost_blk_start(struct vhost_blk *blk,
+			    struct vhost_blk_backend_file *be)
+{
+	int i;
+
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+		struct vhost_virtqueue *vq = &blk->vqs[i].vq;
+
+		mutex_lock(&vq->mutex);
+		blk->vqs[i].be = be;
+		if (be && vq->kick)
+			vhost_poll_queue(&vq->poll);
+		mutex_unlock(&vq->mutex);
+	}
+}
+
 static long vhost_blk_set_backend(struct vhost_blk *blk,
 				  struct vhost_blk_backend __user *uarg)
 {
 	struct vhost_blk_backend_file *be = NULL, *old = NULL;
 	struct vhost_blk_backend arg;
 	long ret;
-	int i;
 
 	mutex_lock(&blk->dev.mutex);
 	/* Anybody else learns nothing, not even about the argument. */
@@ -232,20 +261,48 @@ static long vhost_blk_set_backend(struct vhost_blk *blk,
 	if (be) {
 		blk->num_queues = arg.num_queues ? arg.num_queues : 1;
 		memcpy(blk->serial, arg.serial, sizeof(blk->serial));
-		for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
-			struct vhost_virtqueue *vq = &blk->vqs[i].vq;
-
-			mutex_lock(&vq->mutex);
-			blk->vqs[i].be = be;
-			/* Pick up what the guest queued before. */
-			if (vq->kick)
-				vhost_poll_queue(&vq->poll);
-			mutex_unlock(&vq->mutex);
-		}
+		vhost_blk_start(blk, be);
 	}
 unlock:
 	mutex_unlock(&blk->dev.mutex);
 	vhost_blk_backend_free(old);
+	return ret;
+}
+
+/*
+ * The backend stays immutable while queues use it: the capacity changes
+ * with every queue stopped and drained, so a request sees one capacity
+ * from its check to its completion.
+ */
+static long vhost_blk_set_capacity(struct vhost_blk *blk, u64 __user *uarg)
+{
+	struct vhost_blk_backend_file *be;
+	u64 sectors, size;
+	long ret;
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (!ret && get_user(sectors, uarg))
+		ret = -EFAULT;
+	be = blk->be;
+	if (!ret && !be)
+		ret = -ENXIO;
+	if (ret)
+		goto unlock;
+	size = vhost_blk_backend_size(be);
+	if (!sectors)
+		sectors = size;
+	if (sectors > size) {
+		ret = -EINVAL;
+		goto unlock;
+	}
+	if (sectors != be->capacity) {
+		vhost_blk_drain(blk);
+		be->capacity = sectors;
+		vhost_blk_start(blk, be);
+	}
+unlock:
+	mutex_unlock(&blk->dev.mutex);
 	return ret;
 }
 
@@ -419,6 +476,8 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		return vhost_blk_reset_owner(blk);
 	case VHOST_BLK_SET_BATCH_DELAY:
 		return vhost_blk_set_batch_delay(blk, argp);
+	case VHOST_BLK_SET_CAPACITY:
+		return vhost_blk_set_capacity(blk, argp);
 	default:
 		mutex_lock(&blk->dev.mutex);
 		if (vhost_blk_is_worker_ioctl(ioctl)) {

@@ -76,7 +76,10 @@ struct vhost_blk_qstats {
 	u64 batch_looks;	/* looks that found the guest still queuing */
 };
 
-/* An attached backend file; immutable while attached. */
+/*
+ * An attached backend file; immutable while queues use it (capacity changes
+ * only with every queue drained: VHOST_BLK_SET_CAPACITY).
+ */
 struct vhost_blk_backend_file {
 	struct file *file;
 	/* Who attached it (the owner): the identity of kthread workers. */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * vhost_blk_test functional tests: data paths verified against the backing
- * file, request types, RO, queues, in-flight batches, observability.
+ * file, request types, RO, queues, in-flight batches, observability, and
+ * (resize.c) online resize.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1014,4 +1015,5 @@ void vbt_functional(struct vbt_mem *m)
 	t_batching_slow(m, 0);
 	t_batching_slow(m, 5);
 	t_batching_slow(m, 30);
+	vbt_resize(m);
 }

@@ -153,6 +153,7 @@ int tap_done(void);
 
 /* Test modes */
 void vbt_functional(struct vbt_mem *m);
+void vbt_resize(struct vbt_mem *m);
 void vbt_hostile(struct vbt_mem *m);
 void vbt_flood(struct vbt_mem *m, unsigned int seconds);
 void vbt_context(struct vbt_mem *m);

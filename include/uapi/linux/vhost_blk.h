@@ -10,6 +10,7 @@
  *	ioctl(fd, VHOST_SET_OWNER);
  *	ioctl(fd, VHOST_BLK_SET_BACKEND, &backend);	   (any time after owner)
  *	ioctl(fd, VHOST_BLK_GET_CONFIG, &config);	   (what the guest sees)
+ *	ioctl(fd, VHOST_BLK_SET_CAPACITY, &sectors);	   (backend resized)
  *	ioctl(fd, VHOST_GET_FEATURES, &features);
  *	ioctl(fd, VHOST_SET_FEATURES, &acked);
  *	ioctl(fd, VHOST_SET_MEM_TABLE, mem);
@@ -196,5 +197,18 @@ struct vhost_blk_config {
  */
 #define VHOST_BLK_BATCH_DELAY_MAX	10000
 #define VHOST_BLK_SET_BATCH_DELAY	_IOW(VHOST_VIRTIO, 0x92, __u32)
+/*
+ * Online resize: the capacity (512-byte sectors) the device presents and
+ * checks requests against, after the backend file or device has grown or
+ * shrunk.  0 takes the backend's size now (rounded down to 512 bytes).
+ * Request processing stops, every request in flight completes and is
+ * returned to the used ring, the new capacity takes effect and the queues
+ * resume: a request is checked against either the old capacity or the new
+ * one, never a mix, and none beyond the new one is in flight on return.
+ * Telling the guest is the caller's job (a config change interrupt; the
+ * VMM owns the config space).  Errors: EPERM not the owner, EFAULT, ENXIO
+ * no backend attached, EINVAL above the backend's size now.
+ */
+#define VHOST_BLK_SET_CAPACITY		_IOW(VHOST_VIRTIO, 0x93, __u64)
 
 #endif /* _UAPI_LINUX_VHOST_BLK_H */

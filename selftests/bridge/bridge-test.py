@@ -9,7 +9,9 @@ socket at the path), --fd and systemd socket activation, that the backend is
 opened once and never again by path, that only memfd and regular-file
 descriptors are taken as guest memory, the per-session timeouts (silent
 client, partial message), SIGTERM while a reply blocks, transient accept()
-errors, writeback = 0 without VIRTIO_BLK_F_FLUSH, and the privilege drop.
+errors, writeback = 0 without VIRTIO_BLK_F_FLUSH, online resize (SIGHUP, the
+back-end channel's config change message, the capacity in GET_CONFIG) and the
+privilege drop.
 Prints TAP-style lines ("ok - ", "not ok - ") for scripts/check.sh; run as
 root (the socket group and --user checks need it).
 """
@@ -37,10 +39,11 @@ GET_FEATURES, SET_FEATURES, SET_OWNER = 1, 2, 3
 SET_MEM_TABLE, SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE = 5, 8, 9, 10
 SET_VRING_KICK, SET_VRING_CALL = 12, 13
 GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES = 15, 16
-SET_VRING_ENABLE, GET_CONFIG, SET_CONFIG = 18, 24, 25
+SET_VRING_ENABLE, SET_BACKEND_REQ_FD, GET_CONFIG, SET_CONFIG = 18, 21, 24, 25
+BACKEND_CONFIG_CHANGE_MSG = 2
 NEED_REPLY = 1 << 3
 F_FLUSH, F_CONFIG_WCE, F_VERSION_1, F_PROTOCOL = 9, 11, 32, 30
-PF_REPLY_ACK, PF_CONFIG = 3, 9
+PF_REPLY_ACK, PF_BACKEND_REQ, PF_CONFIG = 3, 5, 9
 WCE_OFF = 32
 O_DSYNC = 0o10000
 
@@ -682,6 +685,83 @@ def test_writeback_without_flush(be):
         b.stop()
 
 
+def get_capacity(sock):
+    r = call(sock, GET_CONFIG, struct.pack("<III", 0, 8, 0) + b"\0" * 8)
+    return struct.unpack("<Q", r[2][12:])[0] if r and len(r[2]) == 20 else None
+
+
+def config_change(chan, secs):
+    """The next message on the back-end channel, if one comes within secs."""
+    chan.settimeout(secs)
+    try:
+        return recv_exact(chan, 12)
+    except socket.timeout:
+        return None
+
+
+def test_resize(_):
+    be = backend_file("resize.img", 1 << 20)
+    path = socket_path("resize")
+    b = Bridge("resize", ["--backend", be, "--no-kernel", "--buffered", "-v",
+                          "--socket", path], wait_socket=True)
+    change = hdr(BACKEND_CONFIG_CHANGE_MSG, 0)
+    feats = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_FLUSH)
+    try:
+        with connect(path) as s:
+            r = call(s, GET_PROTOCOL_FEATURES)
+            pf = struct.unpack("<Q", r[2])[0] if r and len(r[2]) == 8 else 0
+            check("resize: BACKEND_REQ is offered (protocol features 0x%x)" % pf,
+                  pf & (1 << PF_BACKEND_REQ))
+            send(s, SET_PROTOCOL_FEATURES, struct.pack(
+                "<Q", (1 << PF_REPLY_ACK) | (1 << PF_CONFIG) | (1 << PF_BACKEND_REQ)))
+            send(s, SET_OWNER)
+            h = acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            front, back = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            a = acked(s, SET_BACKEND_REQ_FD, b"", [back.fileno()])
+            back.close()
+            cap0 = get_capacity(s)
+            check("  SET_BACKEND_REQ_FD taken (%s), capacity %s sectors" % (a, cap0),
+                  h and a and cap0 == 2048, b.text())
+            os.truncate(be, 2 << 20)
+            b.proc.send_signal(signal.SIGHUP)
+            m = config_change(front, 10)
+            cap1 = get_capacity(s)
+            check("  grown to 2 MiB, SIGHUP: CONFIG_CHANGE_MSG on the back-end channel, "
+                  "then GET_CONFIG says %s sectors" % cap1, m == change and cap1 == 4096,
+                  b.text())
+            os.truncate(be, 512 << 10)
+            b.proc.send_signal(signal.SIGHUP)
+            m = config_change(front, 10)
+            cap2 = get_capacity(s)
+            check("  shrunk to 512 KiB, SIGHUP: CONFIG_CHANGE_MSG, %s sectors" % cap2,
+                  m == change and cap2 == 1024, b.text())
+            b.proc.send_signal(signal.SIGHUP)
+            m = config_change(front, 1)
+            check("  SIGHUP with the size unchanged: no message, still %s sectors"
+                  % get_capacity(s), m is None and get_capacity(s) == 1024
+                  and "unchanged, 1024 sectors" in b.text(), b.text())
+            front.close()
+        check("  the bridge serves on after its resizes", b.alive() and get_features_ok(path),
+              b.text())
+        # A front-end without the back-end channel: the config still follows.
+        with connect(path) as s:
+            h = handshake(s, feats)
+            null = os.open("/dev/null", os.O_RDONLY)
+            nack = acked(s, SET_BACKEND_REQ_FD, b"", [null])
+            os.close(null)
+            os.truncate(be, 1 << 20)
+            mark = len(b.text())
+            b.proc.send_signal(signal.SIGHUP)
+            told = b.wait_log("the front-end was not told", 10)
+            cap = get_capacity(s)
+        check("  without BACKEND_REQ: SET_BACKEND_REQ_FD refused (%s), SIGHUP updates "
+              "the config (%s sectors) and says the front-end was not told" % (nack, cap),
+              h and nack is False and cap == 2048 and told
+              and "1024 -> 2048 sectors" in b.text()[mark:], b.text())
+    finally:
+        b.stop()
+
+
 def test_user(be):
     if os.getuid() != 0:
         skip("--user", "needs root")
@@ -720,7 +800,7 @@ def main():
         for t in (test_command_line, test_socket_options, test_fd_passing,
                   test_activation, test_single_open, test_memory_fds,
                   test_timeouts, test_sigterm_blocked_reply, test_accept_errors,
-                  test_writeback_without_flush, test_user):
+                  test_writeback_without_flush, test_resize, test_user):
             try:
                 t(be)
             except Exception as e:	# a test that breaks is a failure, the rest run

@@ -61,6 +61,28 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_rdev == b->st_rdev;
 }
 
+int backend_refresh_size(struct backend *be)
+{
+	unsigned long long sz;
+	struct stat st;
+
+	if (be->is_bdev) {
+		if (ioctl(be->fd_wb, BLKGETSIZE64, &sz) < 0) {
+			log_msg("backend %s: BLKGETSIZE64: %s", be->path,
+				strerror(errno));
+			return -1;
+		}
+	} else {
+		if (fstat(be->fd_wb, &st) < 0) {
+			log_msg("backend %s: %s", be->path, strerror(errno));
+			return -1;
+		}
+		sz = st.st_size;
+	}
+	be->size = sz;
+	return 0;
+}
+
 int backend_open(struct backend *be, const char *path, bool readonly,
 		 bool buffered)
 {
@@ -110,18 +132,8 @@ int backend_open(struct backend *be, const char *path, bool readonly,
 			path);
 		goto fail;
 	}
-	if (be->is_bdev) {
-		unsigned long long sz;
-
-		if (ioctl(be->fd_wb, BLKGETSIZE64, &sz) < 0) {
-			log_msg("backend %s: BLKGETSIZE64: %s", path,
-				strerror(errno));
-			goto fail;
-		}
-		be->size = sz;
-	} else {
-		be->size = st.st_size;
-	}
+	if (backend_refresh_size(be))
+		goto fail;
 	if (be->size < 512)
 		log_msg("warning: backend %s is smaller than one sector", path);
 	return 0;

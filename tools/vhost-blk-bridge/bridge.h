@@ -55,6 +55,14 @@ long long bridge_now_ms(void);
  * is stopping, another -errno on failure.
  */
 int bridge_wait(int fd, short events, long long deadline_ms);
+/*
+ * As bridge_wait(fd, POLLIN, deadline_ms), between two messages of a
+ * session: also returns -EAGAIN when a SIGHUP (re-read the backend's size)
+ * is pending; bridge_take_resize() then takes it.
+ */
+int bridge_wait_idle(int fd, long long deadline_ms);
+/* A SIGHUP arrived since the last call: true once, then false. */
+bool bridge_take_resize(void);
 
 void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -78,6 +86,8 @@ struct backend {
 
 int backend_open(struct backend *be, const char *path, bool readonly,
 		 bool buffered);
+/* Read the backend's size again (it may have grown or shrunk) into size. */
+int backend_refresh_size(struct backend *be);
 /* The fd for write-back (@wce) or write-through mode. */
 int backend_fd(const struct backend *be, bool wce);
 void backend_close(struct backend *be);
@@ -128,6 +138,8 @@ int vdev_set_batch_delay(struct vdev *d, unsigned int us);
 int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
 		     const char *serial);
 int vdev_get_config(struct vdev *d, struct vhost_blk_config *cfg);
+/* The backend was resized: the capacity requests are checked against. */
+int vdev_set_capacity(struct vdev *d, uint64_t sectors);
 int vdev_get_features(struct vdev *d, uint64_t *features);
 int vdev_set_features(struct vdev *d, uint64_t features);
 int vdev_set_mem_table(struct vdev *d, const struct mem_table *mt);

@@ -14,7 +14,9 @@
  *
  * SIGINT and SIGTERM stay blocked except inside bridge_wait(), the one
  * place the bridge sleeps: a stop request is never lost, whatever the
- * bridge was doing when it came.
+ * bridge was doing when it came.  SIGHUP (systemctl reload) asks for the
+ * backend's size to be read again: a session takes it between two
+ * messages (vhost_user.c, online resize).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,7 +46,11 @@
 
 int bridge_verbose;
 static volatile sig_atomic_t stop_requested;
-/* The signal mask bridge_wait() sleeps with: SIGINT/SIGTERM deliverable. */
+static volatile sig_atomic_t resize_requested;
+/*
+ * The signal mask bridge_wait() sleeps with: SIGINT, SIGTERM and SIGHUP
+ * deliverable.
+ */
 static sigset_t wait_mask;
 
 static void vlog(const char *fmt, va_list ap)
@@ -137,7 +143,16 @@ long long bridge_now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-int bridge_wait(int fd, short events, long long deadline_ms)
+bool bridge_take_resize(void)
+{
+	if (!resize_requested)
+		return false;
+	resize_requested = 0;
+	return true;
+}
+
+static int wait_for(int fd, short events, long long deadline_ms,
+		    bool wake_on_resize)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 
@@ -147,6 +162,8 @@ int bridge_wait(int fd, short events, long long deadline_ms)
 
 		if (stop_requested)
 			return -EINTR;
+		if (wake_on_resize && resize_requested)
+			return -EAGAIN;
 		if (deadline_ms >= 0) {
 			long long left = deadline_ms - bridge_now_ms();
 
@@ -167,10 +184,22 @@ int bridge_wait(int fd, short events, long long deadline_ms)
 	}
 }
 
+int bridge_wait(int fd, short events, long long deadline_ms)
+{
+	return wait_for(fd, events, deadline_ms, false);
+}
+
+int bridge_wait_idle(int fd, long long deadline_ms)
+{
+	return wait_for(fd, POLLIN, deadline_ms, true);
+}
+
 static void on_signal(int sig)
 {
-	(void)sig;
-	stop_requested = 1;
+	if (sig == SIGHUP)
+		resize_requested = 1;
+	else
+		stop_requested = 1;
 }
 
 static void setup_signals(void)
@@ -181,13 +210,16 @@ static void setup_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
 	sigprocmask(SIG_BLOCK, &stop, &wait_mask);
 	sigdelset(&wait_mask, SIGINT);
 	sigdelset(&wait_mask, SIGTERM);
+	sigdelset(&wait_mask, SIGHUP);
 }
 
 /* ---- the listening socket ------------------------------------------------ */

@@ -3,7 +3,7 @@
  * vhost-blk-bridge: the /dev/vhost-blk instance of one session.
  *
  * Thin wrappers around the generic VHOST_* ioctls and the device's own
- * VHOST_BLK_SET_BACKEND / VHOST_BLK_GET_CONFIG.  In no-kernel (testing)
+ * VHOST_BLK_SET_BACKEND / VHOST_BLK_GET_CONFIG / VHOST_BLK_SET_CAPACITY.  In no-kernel (testing)
  * mode every call succeeds without a device and GET_CONFIG is synthesized,
  * so the vhost-user side can be exercised against QEMU anywhere.
  */
@@ -72,6 +72,19 @@ int vdev_set_batch_delay(struct vdev *d, unsigned int us)
 	log_dbg("VHOST_BLK_SET_BATCH_DELAY %u us", us);
 	return xioctl(d, VHOST_BLK_SET_BATCH_DELAY, &v,
 		      "VHOST_BLK_SET_BATCH_DELAY");
+}
+
+int vdev_set_capacity(struct vdev *d, uint64_t sectors)
+{
+	__u64 v = sectors;
+
+	log_dbg("VHOST_BLK_SET_CAPACITY %llu sectors",
+		(unsigned long long)sectors);
+	if (d->no_kernel) {
+		d->dry_capacity = sectors;
+		return 0;
+	}
+	return xioctl(d, VHOST_BLK_SET_CAPACITY, &v, "VHOST_BLK_SET_CAPACITY");
 }
 
 int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,

@@ -93,11 +93,16 @@ enum {
 /* Protocol features. */
 #define VU_PF_MQ		0
 #define VU_PF_REPLY_ACK		3
+#define VU_PF_BACKEND_REQ	5
 #define VU_PF_CONFIG		9
 
 #define VU_PROTOCOL_FEATURES	((1ULL << VU_PF_MQ) | \
 				 (1ULL << VU_PF_REPLY_ACK) | \
+				 (1ULL << VU_PF_BACKEND_REQ) | \
 				 (1ULL << VU_PF_CONFIG))
+
+/* Requests of the back-end channel (back-end to front-end). */
+#define VU_BACKEND_CONFIG_CHANGE_MSG	2
 
 /* Kick/call/err payload: ring index in bits 0-7, bit 8 = no fd. */
 #define VU_VRING_IDX_MASK	0xffu
@@ -169,6 +174,7 @@ struct session {
 	uint64_t features;		/* acked by the front-end */
 	uint64_t protocol_features;	/* acked */
 	uint8_t config[VU_CONFIG_SPACE];
+	int backend_req_fd;		/* back-end channel; -1: none */
 	struct mem_table mem;
 	struct vu_ring vr[VHOST_BLK_MAX_QUEUES];
 };
@@ -314,7 +320,8 @@ static void log_partial(const struct session *s, struct vu_msg *m, int err,
 /*
  * Read one message.  @idle_deadline bounds the wait for its first byte
  * (-1: none).  Returns 1 on a message, 0 on a clean EOF between messages
- * or when the bridge is stopping, -1 on a broken, malformed or stalled
+ * or when the bridge is stopping, 2 when a resize (SIGHUP) is pending
+ * before a message has begun, -1 on a broken, malformed or stalled
  * transfer.
  */
 static int vu_recv(struct session *s, struct vu_msg *m,
@@ -348,9 +355,11 @@ static int vu_recv(struct session *s, struct vu_msg *m,
 			log_msg("recvmsg: %s", strerror(errno));
 			return -1;
 		}
-		r = bridge_wait(s->sock, POLLIN, idle_deadline);
+		r = bridge_wait_idle(s->sock, idle_deadline);
 		if (r == -EINTR)
 			return 0;
+		if (r == -EAGAIN)
+			return 2;
 		if (r == 0) {
 			log_msg("the front-end sent no message within %u s of connecting",
 				s->br->opts->timeout);
@@ -570,6 +579,10 @@ static int session_open_device(struct session *s)
 	 */
 	s->wce = true;
 	s->features_set = false;
+	/* The device reads the size as it is now: a resize asked before is done. */
+	bridge_take_resize();
+	if (backend_refresh_size(&br->be))
+		return -EIO;
 	ret = vdev_open(&s->dev, br->opts->vhost_path, br->opts->no_kernel);
 	if (ret)
 		return ret;
@@ -613,6 +626,9 @@ static void session_close_device(struct session *s)
 {
 	detach(s);
 	vdev_close(&s->dev);
+	if (s->backend_req_fd >= 0)
+		close(s->backend_req_fd);
+	s->backend_req_fd = -1;
 	mem_unmap(&s->mem);
 	memset(s->vr, 0, sizeof(s->vr));
 	s->features = 0;
@@ -1009,6 +1025,92 @@ static int do_set_config(struct session *s, struct vu_msg *m)
 	return ret;
 }
 
+/* The front-end's end of the back-end channel (SET_BACKEND_REQ_FD). */
+static int do_set_backend_req_fd(struct session *s, struct vu_msg *m)
+{
+	if (!size_is(m, 0, 1))
+		return VU_FATAL;
+	if (!(s->protocol_features & (1ULL << VU_PF_BACKEND_REQ))) {
+		log_msg("SET_BACKEND_REQ_FD: BACKEND_REQ was not negotiated");
+		return -EINVAL;
+	}
+	if (s->backend_req_fd >= 0)
+		close(s->backend_req_fd);
+	/* Taken from the message: close_fds() must not close it. */
+	s->backend_req_fd = m->fds[0];
+	m->nfds = 0;
+	return 0;
+}
+
+/*
+ * Tell the front-end that the config changed.  Fire and forget: it answers
+ * by sending GET_CONFIG on the main channel, which this session serves
+ * right after, so waiting here for a reply would deadlock both.
+ */
+static void notify_config_change(struct session *s)
+{
+	struct vu_hdr h = {
+		.request = VU_BACKEND_CONFIG_CHANGE_MSG,
+		.flags = VU_VERSION,
+		.size = 0,
+	};
+	ssize_t n;
+
+	if (s->backend_req_fd < 0 ||
+	    !(s->protocol_features & (1ULL << VU_PF_CONFIG))) {
+		log_msg("resize: no back-end channel (BACKEND_REQ and CONFIG), the front-end was not told");
+		return;
+	}
+	do {
+		n = send(s->backend_req_fd, &h, sizeof(h),
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(h))
+		log_msg("resize: CONFIG_CHANGE_MSG: %s",
+			n < 0 ? strerror(errno) : "short write");
+}
+
+/*
+ * SIGHUP: the backend may have grown or shrunk.  The device checks
+ * requests against the new capacity first (in the kernel it drains what
+ * is in flight meanwhile), then the config the front-end reads says so,
+ * then the front-end is told.  A request past the end fails at every
+ * step: the guest only sends past the old end once it knows the new one.
+ */
+static int session_resize(struct session *s)
+{
+	struct backend *be = &s->br->be;
+	uint64_t old, sectors;
+	int ret = 0;
+
+	memcpy(&old, s->config, sizeof(old));
+	old = le64toh(old);
+	if (backend_refresh_size(be))
+		return -EIO;
+	sectors = be->size / 512;
+	if (sectors == old) {
+		log_msg("resize: backend %s unchanged, %llu sectors", be->path,
+			(unsigned long long)sectors);
+		return 0;
+	}
+	/* Not attached: the next attach reads the size as it is then. */
+	if (s->attached || s->dev.no_kernel)
+		ret = vdev_set_capacity(&s->dev, sectors);
+	if (ret) {
+		log_msg("resize: backend %s: %llu -> %llu sectors refused by the device",
+			be->path, (unsigned long long)old,
+			(unsigned long long)sectors);
+		return ret;
+	}
+	sectors = htole64(sectors);
+	memcpy(s->config, &sectors, sizeof(sectors));
+	log_msg("resize: backend %s: %llu -> %llu sectors", be->path,
+		(unsigned long long)old,
+		(unsigned long long)le64toh(sectors));
+	notify_config_change(s);
+	return 0;
+}
+
 static int refuse(struct session *s, struct vu_msg *m)
 {
 	log_msg("refusing unsupported request %s (%u)",
@@ -1084,6 +1186,8 @@ static int dispatch(struct session *s, struct vu_msg *m)
 		return do_get_config(s, m);
 	case VU_SET_CONFIG:
 		return do_set_config(s, m);
+	case VU_SET_BACKEND_REQ_FD:
+		return do_set_backend_req_fd(s, m);
 	default:
 		if (req < VU_REQ_MAX && req_names[req])
 			return refuse(s, m);
@@ -1108,6 +1212,7 @@ int vu_serve(struct bridge *br, int sock)
 	}
 	s->br = br;
 	s->sock = sock;
+	s->backend_req_fd = -1;
 	if (session_open_device(s)) {
 		free(s);
 		free(m);
@@ -1119,6 +1224,11 @@ int vu_serve(struct bridge *br, int sock)
 	while (!bridge_stopping()) {
 		int r = vu_recv(s, m, idle_deadline);
 
+		if (r == 2) {
+			if (bridge_take_resize())
+				session_resize(s);
+			continue;
+		}
 		if (r <= 0) {
 			ret = r;
 			break;

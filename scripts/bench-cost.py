@@ -87,8 +87,7 @@ def median_base(ws):
     m = {"runs": len(ws), "ios": statistics.median_low(x["ios"] for x in ws),
          "exits_spread": spread([x["exits"] for x in ws])}
     for n in COUNTS:
-        v = [x[n] for x in ws]
-        m[n] = None if None in v else statistics.median(v)
+        m[n] = med([x[n] for x in ws])
     return m
 
 
@@ -129,6 +128,12 @@ def load_pass(d, pas):
     # its later run (a later L2 boot, later in the file) is the one whose
     # fio result was kept, so the later window wins.
     raw = {}
+    # The base runs of a workload ("base1", "base2", ...; "base" in older
+    # results), by boot: a run's base is the median of its boot's, so base
+    # windows of every boot are kept, each boot's runs netted against its
+    # own.  The other figures (guest.txt, kvm.txt, ...) name no boot: only
+    # the latest window of a base has them.
+    bases = {}
     for l in read_lines(os.path.join(d, "windows.txt")):
         f = l.split("\t")
         if len(f) < 9:
@@ -138,19 +143,20 @@ def load_pass(d, pas):
         if k not in fio or fio[k]["ios"] <= 0:
             continue
         x = extra.get(k, {})
-        raw[k] = {"boot": f[3], "insns": int(f[5]), "exits": int(f[6]),
-                  "ns": int(f[7]), "l1_other": float(f[8]),
-                  "ios": fio[k]["ios"], "irqs": x.get("irqs"),
-                  "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
-                  "halts": x.get("halts"), "hirqs": x.get("hirqs"),
-                  "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
-                  "vwaits": x.get("vwaits")}
-    # The base runs of a workload ("base1", "base2", ...; "base" in older
-    # results), by boot: a run's base is the median of its boot's.
-    bases = {}
-    for k, w in raw.items():
+        w = {"boot": f[3], "insns": int(f[5]), "exits": int(f[6]),
+             "ns": int(f[7]), "l1_other": float(f[8]),
+             "ios": fio[k]["ios"], "irqs": x.get("irqs"),
+             "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
+             "halts": x.get("halts"), "hirqs": x.get("hirqs"),
+             "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
+             "vwaits": x.get("vwaits")}
         if is_base(k[3]):
-            bases.setdefault(k[:3] + (w["boot"],), []).append(w)
+            if k in raw:	# an earlier boot's: its figures were not its own
+                for n in COUNTS[2:]:
+                    raw[k][n] = None
+            bases.setdefault(k[:3] + (w["boot"],), {})[k[3]] = w
+        raw[k] = w
+    bases = {k: list(v.values()) for k, v in bases.items()}
     runs = []
     for k, w in raw.items():
         b, row, wl, rep = k

@@ -211,13 +211,15 @@ host_tap() {
 
 # Host-only, once, no VM: the benchmark report on a fixture with known numbers;
 # the bridge's socket and protocol handling (--no-kernel); the repository's
-# basics and the installed files; the test kit (installs no kernel, touches no
+# basics and the installed files; the rule that tells the nested-KVM flake
+# from a failure, on fixtures; the test kit (installs no kernel, touches no
 # boot entry; the test kernels work from the build tree alone).
 echo "# ==== host (no VM)"
 host_tap "bench report" selftests/bench/report-test.sh
 make -s tools >"$out/tools.log" 2>&1 || { result "not ok" "userspace tools build"; tail -n 20 "$out/tools.log"; }
 host_tap "bridge" selftests/bridge/bridge-test.py
 host_tap "repository" selftests/repo/repo-test.sh
+host_tap "flake rule" selftests/repo/flake-test.sh
 host_tap "test kit" selftests/repo/testkit-test.sh
 # Once, on the last kernel of the run: the cost-counting TCG plugin, in a VM.
 last=${kernels[${#kernels[@]}-1]}

@@ -50,23 +50,9 @@ if [ -c /dev/ttyS2 ]; then
 	trap 'kill $alive_pid 2>/dev/null' EXIT
 fi
 
-# l3_flake_only: the kernel lines in a test's output that mark it as more than
-# the flake: none at all, or only RCU stall reports of an L3 guest that had
-# stopped running, with no backtrace in any L3 console of that run (a vCPU
-# that no longer runs never takes the NMI that would print one, while a CPU
-# stuck in kernel code prints its stack).
-l3_flake_only() {
-	local bad
-	bad=$(grep -E '\[ *[0-9]+\.[0-9]+\] ' /tmp/test.out | grep -E "$BAD_RE")
-	[ -z "$bad" ] && return 0
-	grep -q 'vmrun: the guest had stopped running' /tmp/test.out || return 1
-	echo "$bad" | grep -Evq 'rcu: INFO: rcu_(preempt|sched) detected stalls' && return 1
-	local f
-	for f in /tmp/l3run.*/console.log; do
-		[ "$f" -nt /tmp/test.start ] && cat "$f"
-	done 2>/dev/null | grep -Eq 'Call Trace|NMI backtrace for cpu' && return 1
-	return 0
-}
+# l3_flake_only (flake.sh): whether the kernel lines of a test's output are
+# the flake's and nothing more.
+. /src/selftests/lib/flake.sh
 
 fails=0
 for t in "$@"; do
@@ -74,7 +60,7 @@ for t in "$@"; do
 	echo "# ---- $name"
 	dmesg -c >/dev/null
 	start=$(date +%s)
-	touch /tmp/test.start
+	touch /tmp/test.out.start
 	timeout -s KILL "$TEST_TIMEOUT" bash "$t" >/tmp/test.out 2>&1 </dev/null
 	rc=$?
 	# An L3 guest that reset itself with no kernel message at all (QEMU exit 0,
@@ -99,7 +85,7 @@ for t in "$@"; do
 		attempt=$((attempt + 1))
 		echo "ok - $name: run again after an L3 guest reset or stopped with no kernel message (attempt $attempt of at most 4)"
 		dmesg -c >/dev/null
-		touch /tmp/test.start
+		touch /tmp/test.out.start
 		timeout -s KILL "$TEST_TIMEOUT" bash "$t" >/tmp/test.out 2>&1 </dev/null
 		rc=$?
 	done

@@ -13,6 +13,8 @@
 #    on the new region (its first and last MiBs);
 #  - fio verify=crc32c runs on another region while the disks shrink back;
 #    the guest sees the old size again and a read past it gets nothing.
+# Then the disks grow while no driver runs, and virtio_blk_bio loaded
+# afterwards sees the new size, and they shrink back.
 # Every fio region is one nothing earlier wrote (round r: [r*16M, +16M)
 # while growing, [48M + r*16M, +16M) while shrinking, the new region is
 # zeros again after each shrink).
@@ -75,10 +77,13 @@ fio_wait() {
 	[ $rc = 0 ] && ! grep -q "err= *[1-9]" /tmp/fio-$1.out
 }
 
-# fio_new: verify on the first and the last MiB of the grown part.
+# fio_new: verify on the first and the last MiB of the grown part (fio
+# would do no I/O at all past the end of a disk that did not grow).
 fio_new() {
 	local s args=() first
 	for s in "${serials[@]}"; do
+		[ "$(cat /sys/block/${dev[$s]}/size)" -ge $((size0[$s] + (grow_mib << 11))) ] ||
+			{ echo "# $s: not grown"; return 1; }
 		first=$((size0[$s] * 512))
 		args+=(--name="new-$s" --filename=/dev/${dev[$s]} --offset=$first --size=1m
 		       --name="end-$s" --filename=/dev/${dev[$s]}
@@ -130,6 +135,21 @@ for drv in "virtio_blk" "virtio_blk_bio use_bio=0" "virtio_blk_bio use_bio=1"; d
 	rmmod $mod || nok "rmmod $mod"
 	round=$((round + 1))
 done
+# A change while no driver runs: QEMU's device is stopped and drops the
+# bridge's message; the bridge sends it again when the rings start, so the
+# driver loaded afterwards sees the new size.
+P="resize while no driver runs: "
+echo "RESIZE-GROW $round"
+sleep 5
+if modprobe virtio_blk_bio use_bio=1 && find_disks; then
+	check "the disks, found again, grow to $grown sectors" wait_size $grown
+	check "fio verify=crc32c on the first and last MiB of the new part" fio_new
+	echo "RESIZE-SHRINK $round"
+	check "and shrink back to ${size0[$s]} sectors" wait_size "${size0[$s]}"
+	rmmod virtio_blk_bio || nok "rmmod virtio_blk_bio"
+else
+	nok "the disks appear again (${serials[*]})"
+fi
 P=""
 echo "RESIZE-DONE"
 [ $fails = 0 ]

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <linux/fs.h>
 
 #include "bridge.h"
 
@@ -100,6 +102,16 @@ int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
 	if (serial)
 		memcpy(b.serial, serial, strnlen(serial, sizeof(b.serial)));
 	log_dbg("VHOST_BLK_SET_BACKEND fd %d%s", fd, ro ? " ro" : "");
+	/* As the device does, the size of the backend as it is now. */
+	if (d->no_kernel && fd >= 0) {
+		struct stat st;
+		unsigned long long sz;
+
+		if (ioctl(fd, BLKGETSIZE64, &sz) == 0)
+			d->dry_capacity = sz / 512;
+		else if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+			d->dry_capacity = st.st_size / 512;
+	}
 	return xioctl(d, VHOST_BLK_SET_BACKEND, &b,
 		      fd < 0 ? "VHOST_BLK_SET_BACKEND (detach)" :
 		      "VHOST_BLK_SET_BACKEND");

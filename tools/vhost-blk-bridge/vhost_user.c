@@ -175,6 +175,8 @@ struct session {
 	uint64_t protocol_features;	/* acked */
 	uint8_t config[VU_CONFIG_SPACE];
 	int backend_req_fd;		/* back-end channel; -1: none */
+	/* The capacity changed and the front-end has not read it since. */
+	bool config_news;
 	struct mem_table mem;
 	struct vu_ring vr[VHOST_BLK_MAX_QUEUES];
 };
@@ -509,6 +511,50 @@ static bool effective_wce(const struct session *s)
 	return s->wce && flush_negotiated(s);
 }
 
+static void notify_config_change(struct session *s);
+
+static uint64_t config_capacity(const struct session *s)
+{
+	uint64_t c;
+
+	memcpy(&c, s->config, sizeof(c));
+	return le64toh(c);
+}
+
+static void set_config_capacity(struct session *s, uint64_t sectors)
+{
+	uint64_t c = htole64(sectors);
+
+	memcpy(s->config, &c, sizeof(c));
+	s->config_news = true;
+}
+
+/*
+ * The device takes the backend's size as it is when the rings start.  If
+ * that is not what the config says (the backend was resized and nobody
+ * sent SIGHUP), the config follows; and the front-end is told whenever it
+ * has not read a change yet: QEMU drops a change message while its device
+ * is stopped, so one sent then is sent again now.
+ */
+static void sync_capacity(struct session *s)
+{
+	struct vhost_blk_config cfg;
+	uint64_t cap;
+
+	if (vdev_get_config(&s->dev, &cfg))
+		return;
+	cap = le64toh(cfg.blk.capacity);
+	if (cap != config_capacity(s)) {
+		log_msg("resize: backend %s: %llu -> %llu sectors (at ring start)",
+			s->br->be.path,
+			(unsigned long long)config_capacity(s),
+			(unsigned long long)cap);
+		set_config_capacity(s, cap);
+	}
+	if (s->config_news)
+		notify_config_change(s);
+}
+
 static int attach(struct session *s)
 {
 	struct bridge *br = s->br;
@@ -524,6 +570,7 @@ static int attach(struct session *s)
 		s->attached_fd = fd;
 		log_dbg("rings started (%s)", effective_wce(s) ?
 			"write-back" : "write-through, O_DSYNC");
+		sync_capacity(s);
 	}
 	return ret;
 }
@@ -612,6 +659,7 @@ static int session_open_device(struct session *s)
 	memcpy(s->config, cfg.raw,
 	       cfg.config_len < sizeof(cfg.raw) ? cfg.config_len :
 	       sizeof(cfg.raw));
+	s->config_news = false;
 	s->dev_features = cfg.features;
 	if (br->be.readonly)
 		s->dev_features |= 1ULL << VIRTIO_BLK_F_RO;
@@ -980,6 +1028,8 @@ static int do_get_config(struct session *s, struct vu_msg *m)
 	}
 	s->config[offsetof(struct virtio_blk_config, wce)] = effective_wce(s);
 	memcpy(c->region, s->config + c->offset, c->size);
+	if (c->offset < sizeof(uint64_t) && c->size)
+		s->config_news = false;
 	return vu_send(s, VU_GET_CONFIG, c, m->hdr.size) ? VU_FATAL : 0;
 }
 
@@ -1083,8 +1133,7 @@ static int session_resize(struct session *s)
 	uint64_t old, sectors;
 	int ret = 0;
 
-	memcpy(&old, s->config, sizeof(old));
-	old = le64toh(old);
+	old = config_capacity(s);
 	if (backend_refresh_size(be))
 		return -EIO;
 	sectors = be->size / 512;
@@ -1102,11 +1151,9 @@ static int session_resize(struct session *s)
 			(unsigned long long)sectors);
 		return ret;
 	}
-	sectors = htole64(sectors);
-	memcpy(s->config, &sectors, sizeof(sectors));
+	set_config_capacity(s, sectors);
 	log_msg("resize: backend %s: %llu -> %llu sectors", be->path,
-		(unsigned long long)old,
-		(unsigned long long)le64toh(sectors));
+		(unsigned long long)old, (unsigned long long)sectors);
 	notify_config_change(s);
 	return 0;
 }

@@ -113,6 +113,16 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	return 0;
 }
 
+/* The backend's size now, in 512-byte sectors. */
+static u64 vhost_blk_backend_size(struct vhost_blk_backend_file *be)
+{
+	struct inode *inode = be->file->f_mapping->host;
+
+	if (be->bdev)
+		return bdev_nr_bytes(I_BDEV(inode)) >> SECTOR_SHIFT;
+	return i_size_read(inode) >> SECTOR_SHIFT;
+}
+
 static struct vhost_blk_backend_file *
 vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 {
@@ -120,7 +130,6 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	struct block_device *bdev = NULL;
 	struct file *file;
 	struct inode *inode;
-	loff_t size;
 	int ret = -EINVAL;
 
 	file = fget(fd);
@@ -132,23 +141,19 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	/* Appending writes would all land at the end of the file. */
 	if (file->f_flags & O_APPEND)
 		goto err;
-	if (S_ISBLK(inode->i_mode)) {
+	if (S_ISBLK(inode->i_mode))
 		bdev = I_BDEV(inode);
-		size = bdev_nr_bytes(bdev);
-	} else if (S_ISREG(inode->i_mode)) {
-		size = i_size_read(inode);
-	} else {
+	else if (!S_ISREG(inode->i_mode))
 		goto err;
-	}
 
 	ret = -ENOMEM;
 	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);
 	if (!be)
 		goto err;
 	be->file = file;
-	be->capacity = size >> SECTOR_SHIFT;
 	be->bdev = !!bdev;
 	be->regular = !bdev;
+	be->capacity = vhost_blk_backend_size(be);
 	be->direct = file->f_flags & O_DIRECT;
 	be->ro = (arg->flags & VHOST_BLK_BACKEND_F_RO) ||
 		 !(file->f_mode & FMODE_WRITE) || !file->f_op->write_iter ||
@@ -201,16 +206,6 @@ static long vhost_blk_backend_arg(struct vhost_blk_backend *arg,
 	if (arg->fd < -1)
 		return -EBADF;
 	return 0;
-}
-
-/* The backend's size now, in 512-byte sectors. */
-static u64 vhost_blk_backend_size(struct vhost_blk_backend_file *be)
-{
-	struct inode *inode = be->file->f_mapping->host;
-
-	if (be->bdev)
-		return bdev_nr_bytes(I_BDEV(inode)) >> SECTOR_SHIFT;
-	return i_size_read(inode) >> SECTOR_SHIFT;
 }
 
 /*

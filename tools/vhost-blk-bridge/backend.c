@@ -61,26 +61,30 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_rdev == b->st_rdev;
 }
 
-int backend_refresh_size(struct backend *be)
+int fd_size(int fd, uint64_t *bytes)
 {
 	unsigned long long sz;
 	struct stat st;
 
-	if (be->is_bdev) {
-		if (ioctl(be->fd_wb, BLKGETSIZE64, &sz) < 0) {
-			log_msg("backend %s: BLKGETSIZE64: %s", be->path,
-				strerror(errno));
-			return -1;
-		}
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISBLK(st.st_mode)) {
+		if (ioctl(fd, BLKGETSIZE64, &sz) < 0)
+			return -errno;
+		*bytes = sz;
 	} else {
-		if (fstat(be->fd_wb, &st) < 0) {
-			log_msg("backend %s: %s", be->path, strerror(errno));
-			return -1;
-		}
-		sz = st.st_size;
+		*bytes = st.st_size;
 	}
-	be->size = sz;
 	return 0;
+}
+
+int backend_refresh_size(struct backend *be)
+{
+	int ret = fd_size(be->fd_wb, &be->size);
+
+	if (ret)
+		log_msg("backend %s: size: %s", be->path, strerror(-ret));
+	return ret ? -1 : 0;
 }
 
 int backend_open(struct backend *be, const char *path, bool readonly,

@@ -86,6 +86,8 @@ struct backend {
 
 int backend_open(struct backend *be, const char *path, bool readonly,
 		 bool buffered);
+/* The size in bytes of the file or block device open at @fd; -errno. */
+int fd_size(int fd, uint64_t *bytes);
 /* Read the backend's size again (it may have grown or shrunk) into size. */
 int backend_refresh_size(struct backend *be);
 /* The fd for write-back (@wce) or write-through mode. */

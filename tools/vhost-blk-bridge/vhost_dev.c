@@ -15,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include <linux/fs.h>
 
 #include "bridge.h"
 
@@ -104,13 +102,10 @@ int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
 	log_dbg("VHOST_BLK_SET_BACKEND fd %d%s", fd, ro ? " ro" : "");
 	/* As the device does, the size of the backend as it is now. */
 	if (d->no_kernel && fd >= 0) {
-		struct stat st;
-		unsigned long long sz;
+		uint64_t bytes;
 
-		if (ioctl(fd, BLKGETSIZE64, &sz) == 0)
-			d->dry_capacity = sz / 512;
-		else if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-			d->dry_capacity = st.st_size / 512;
+		if (!fd_size(fd, &bytes))
+			d->dry_capacity = bytes / 512;
 	}
 	return xioctl(d, VHOST_BLK_SET_BACKEND, &b,
 		      fd < 0 ? "VHOST_BLK_SET_BACKEND (detach)" :

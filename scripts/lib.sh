@@ -86,6 +86,24 @@ nested_kvm_panic() {
 		grep -Eq "Comm: ($L3_QEMU_COMM)" "$1"
 }
 
+# l2_cpu_lost_in_l3 CONSOLE: the quiet form of the nested-KVM wedge. One L2
+# vCPU entered an L3 guest and never came back while the other goes on, so
+# RCU sees nothing (a CPU in guest mode is quiescent to it) and the heartbeat
+# keeps coming. What shows, while l3run's last guest still runs: khugepaged
+# (its LRU drain waits on a work item of every CPU) reported blocked, or a
+# soft lockup of a task spinning in smp_call_function_many_cond (waiting for
+# the lost CPU to answer).
+l2_cpu_lost_in_l3() {
+	awk '
+	/l3run: L3 guest #[0-9]+ starting/ { l3 = 1; sl = 0; next }
+	/l3run: L3 guest #[0-9]+ ended/ { l3 = 0; sl = 0; next }
+	!l3 { next }
+	/INFO: task khugepaged:[0-9]+ blocked for more than/ { lost = 1; exit }
+	/soft lockup - CPU#[0-9]+ stuck for/ { sl = NR; next }
+	sl && NR - sl <= 8 && /RIP: [0-9a-f]+:smp_call_function_many_cond/ { lost = 1; exit }
+	END { exit !lost }' "$1" 2>/dev/null
+}
+
 # The binaries and modules of a guest (L3) image, and the image itself:
 # make_l3_image REL ROOT OUT KO... [-- MKINITRAMFS_ARGS...]: virtio_blk_bio and
 # the other given modules, fio and the filesystem tools, /src/selftests,

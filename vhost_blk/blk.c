@@ -397,14 +397,32 @@ static long vhost_blk_get_config(struct vhost_blk *blk,
 	return ret;
 }
 
+/*
+ * A request logs its writes if logging was on when it completed.  Turning
+ * logging on or off drains the queues first: a request fetched before
+ * logging was asked for finishes before VHOST_SET_FEATURES returns (the
+ * front-end's dirty tracking starts after that), and none logs into a log
+ * the front-end may drop once logging is off.
+ */
 static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 {
+	bool log = features & (1ULL << VHOST_F_LOG_ALL);
+	bool drain;
+	long ret = 0;
 	int i;
 
 	if (features & ~(VHOST_BLK_FEATURES | (1ULL << VIRTIO_BLK_F_RO)))
 		return -EOPNOTSUPP;
 
 	mutex_lock(&blk->dev.mutex);
+	if (log && !vhost_log_access_ok(&blk->dev)) {
+		ret = -EFAULT;
+		goto unlock;
+	}
+	drain = blk->be &&
+		log != vhost_has_feature(&blk->vqs[0].vq, VHOST_F_LOG_ALL);
+	if (drain)
+		vhost_blk_drain(blk);
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		struct vhost_virtqueue *vq = &blk->vqs[i].vq;
 
@@ -412,8 +430,11 @@ static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 		vq->acked_features = features;
 		mutex_unlock(&vq->mutex);
 	}
+	if (drain)
+		vhost_blk_start(blk, blk->be);
+unlock:
 	mutex_unlock(&blk->dev.mutex);
-	return 0;
+	return ret;
 }
 
 static long vhost_blk_set_batch_delay(struct vhost_blk *blk, u32 __user *uarg)
@@ -507,6 +528,8 @@ static int __init vhost_blk_init(void)
 	int ret;
 
 	BUILD_BUG_ON((u64)VHOST_BLK_SEG_MAX * VHOST_BLK_SIZE_MAX > MAX_RW_COUNT);
+	/* vhost_blk_req.in_first and .in_num index iov[]. */
+	BUILD_BUG_ON(VHOST_BLK_IOV_MAX > U8_MAX);
 	vhost_blk_max_inflight = clamp(vhost_blk_max_inflight, 1U, 1024U);
 	ret = vhost_blk_req_init();
 	if (ret)

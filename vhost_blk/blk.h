@@ -47,6 +47,8 @@
 #define VHOST_BLK_BATCH_PROBE		8
 /* A slow guest's wait: this many times its time for the expected burst. */
 #define VHOST_BLK_BATCH_PACE		2
+/* Dirty-log ranges handed to vhost_log_write() at a time. */
+#define VHOST_BLK_LOG_BATCH		16
 /* Completions written to the used ring per vhost_add_used_n() call. */
 #define VHOST_BLK_USED_BATCH		64
 
@@ -169,6 +171,9 @@ struct vhost_blk_req {
 	u8 status;
 	u8 op;
 	u8 nr_seg;
+	/* The chain's device-writable part: iov[in_first .. + in_num). */
+	u8 in_first;
+	u8 in_num;
 	/* VIRTIO_BLK_F_FLUSH not negotiated: stable before completion. */
 	bool stable;
 	struct virtio_blk_discard_write_zeroes seg[VHOST_BLK_MAX_DWZ_SEG];

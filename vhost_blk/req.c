@@ -795,6 +795,8 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			continue;
 		}
 		req->head = head;
+		req->in_first = out;
+		req->in_num = in;
 		req->be = be;
 		req->start_ns = local_clock();
 		req->len = 0;
@@ -822,6 +824,67 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	vhost_blk_owner_leave(&saved);
 }
 
+static int vhost_blk_log_flush(struct vhost_virtqueue *vq,
+			       struct vhost_log *log, unsigned int n, u64 len)
+{
+	return n ? vhost_log_write(vq, log, n, len, NULL, 0) : 0;
+}
+
+/*
+ * Live migration: mark the guest pages the request may have written (the
+ * whole device-writable part of its chain: data and status byte) in the
+ * dirty log.  The request kept host addresses only; each range is looked up
+ * in the memory table, in every guest-physical region that maps it.  Runs
+ * after the writes and before the used entry is published.  Bounded: at
+ * most VHOST_BLK_IOV_MAX ranges times the regions of the table.
+ */
+static int vhost_blk_log_req(struct vhost_blk_req *req)
+{
+	struct vhost_virtqueue *vq = &req->bvq->vq;
+	struct vhost_log log[VHOST_BLK_LOG_BATCH];
+	const struct iovec *iov = req->iov + req->in_first;
+	struct vhost_iotlb_map *map;
+	unsigned int i, n = 0;
+	u64 len = 0;
+	int ret = 0;
+
+	if (!vq->umem)
+		return -EFAULT;
+	for (i = 0; i < req->in_num; i++) {
+		u64 start = (u64)(uintptr_t)iov[i].iov_base;
+		u64 last = start + iov[i].iov_len - 1;
+		bool found = false;
+
+		if (!iov[i].iov_len)
+			continue;
+		list_for_each_entry(map, &vq->umem->list, link) {
+			u64 map_last = map->addr + map->size - 1;
+			u64 from, to;
+
+			if (map->addr > last || map_last < start)
+				continue;
+			found = true;
+			from = max(map->addr, start);
+			to = min(map_last, last);
+			log[n].addr = map->start + (from - map->addr);
+			log[n].len = to - from + 1;
+			len += log[n].len;
+			if (++n < ARRAY_SIZE(log))
+				continue;
+			if (vhost_blk_log_flush(vq, log, n, len))
+				return -EFAULT;
+			n = 0;
+			len = 0;
+		}
+		/* The memory table changed under the request: say so. */
+		if (unlikely(!found))
+			ret = -EFAULT;
+	}
+	if (vhost_blk_log_flush(vq, log, n, len))
+		return -EFAULT;
+	return ret;
+}
+
 static void vhost_blk_retire(struct vhost_blk_req *req,
 			     struct vring_used_elem *used)
 {
@@ -832,6 +895,10 @@ static void vhost_blk_retire(struct vhost_blk_req *req,
 	/* The status byte, then the used entry that publishes it. */
 	if (put_user(req->status, req->status_ptr))
 		vq_err(vq, "vhost-blk: cannot write status of chain %u\n",
+		       req->head);
+	if (unlikely(vhost_has_feature(vq, VHOST_F_LOG_ALL)) &&
+	    vhost_blk_log_req(req))
+		vq_err(vq, "vhost-blk: cannot log the writes of chain %u\n",
 		       req->head);
 	used->id = cpu_to_vhost32(vq, req->head);
 	used->len = cpu_to_vhost32(vq, req->used_len);

@@ -68,7 +68,7 @@ struct vbt_dev {
 struct vbt_opts {
 	unsigned int nq;
 	unsigned int qsize;
-	uint64_t features;	/* 0: all offered */
+	uint64_t features;	/* 0: all offered (but VHOST_F_LOG_ALL) */
 	uint32_t be_flags;
 	int backend_fd;		/* -2: open the configured backend, -1: none */
 	bool workers;		/* one vhost worker per queue (6.5+) */
@@ -154,6 +154,7 @@ int tap_done(void);
 /* Test modes */
 void vbt_functional(struct vbt_mem *m);
 void vbt_resize(struct vbt_mem *m);
+void vbt_migrate(struct vbt_mem *m);
 void vbt_hostile(struct vbt_mem *m);
 void vbt_flood(struct vbt_mem *m, unsigned int seconds);
 void vbt_context(struct vbt_mem *m);

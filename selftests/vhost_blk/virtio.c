@@ -198,7 +198,9 @@ int vbt_dev_open(struct vbt_dev *d, struct vbt_mem *m,
 		goto err;
 	if (ioctl(d->fd, VHOST_GET_FEATURES, &features))
 		goto err;
-	d->features = features & (o->features ? o->features : ~0ULL);
+	/* Dirty logging is for migrations (migrate.c), never on by default. */
+	d->features = features & (o->features ? o->features : ~0ULL) &
+		      ~(1ULL << VHOST_F_LOG_ALL);
 	if (ioctl(d->fd, VHOST_SET_FEATURES, &d->features))
 		goto err;
 	if (vbt_set_mem_table(d, m))

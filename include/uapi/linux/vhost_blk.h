@@ -59,6 +59,15 @@
  * write-through semantics.  VHOST_SET_FEATURES
  * accepts any subset (EOPNOTSUPP for other bits); drivers are expected to
  * ack VIRTIO_F_VERSION_1 (virtio 1.0 little-endian layout).
+ *
+ * VHOST_F_LOG_ALL (live migration): with it acked, every page of guest
+ * memory a request writes (read data, status byte) is marked in the dirty
+ * log of VHOST_SET_LOG_BASE once written, before the request's used entry;
+ * the used ring is logged as the vhost core does (VHOST_VRING_F_LOG).  Set
+ * the log first (EFAULT when the vhost core finds it unusable for the memory
+ * table).  Switching logging on or off
+ * drains the queues first, so when VHOST_SET_FEATURES returns no request
+ * fetched under the other setting is still in flight.
  */
 #define VHOST_BLK_FEATURES					\
 	((1ULL << VIRTIO_BLK_F_SIZE_MAX) |			\
@@ -70,7 +79,8 @@
 	 (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) |			\
 	 (1ULL << VIRTIO_RING_F_INDIRECT_DESC) |		\
 	 (1ULL << VIRTIO_RING_F_EVENT_IDX) |			\
-	 (1ULL << VIRTIO_F_VERSION_1))
+	 (1ULL << VIRTIO_F_VERSION_1) |				\
+	 (1ULL << VHOST_F_LOG_ALL))
 
 /* Largest vhost_blk_backend.blk_size. */
 #define VHOST_BLK_MAX_BLK_SIZE	4096

@@ -10,8 +10,9 @@ opened once and never again by path, that only memfd and regular-file
 descriptors are taken as guest memory, the per-session timeouts (silent
 client, partial message), SIGTERM while a reply blocks, transient accept()
 errors, writeback = 0 without VIRTIO_BLK_F_FLUSH, online resize (SIGHUP, the
-back-end channel's config change message, the capacity in GET_CONFIG) and the
-privilege drop.
+back-end channel's config change message, the capacity in GET_CONFIG), the
+dirty log of live migration (LOG_SHMFD, SET_LOG_BASE, the log flag of
+SET_VRING_ADDR) and the privilege drop.
 Prints TAP-style lines ("ok - ", "not ok - ") for scripts/check.sh; run as
 root (the socket group and --user checks need it).
 """
@@ -36,14 +37,16 @@ BRIDGE = sys.argv[1] if len(sys.argv) > 1 else \
 
 # vhost-user requests
 GET_FEATURES, SET_FEATURES, SET_OWNER = 1, 2, 3
-SET_MEM_TABLE, SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE = 5, 8, 9, 10
+SET_MEM_TABLE, SET_LOG_BASE = 5, 6
+SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE = 8, 9, 10
 SET_VRING_KICK, SET_VRING_CALL = 12, 13
 GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES = 15, 16
 SET_VRING_ENABLE, SET_BACKEND_REQ_FD, GET_CONFIG, SET_CONFIG = 18, 21, 24, 25
 BACKEND_CONFIG_CHANGE_MSG = 2
 NEED_REPLY = 1 << 3
 F_FLUSH, F_CONFIG_WCE, F_VERSION_1, F_PROTOCOL = 9, 11, 32, 30
-PF_REPLY_ACK, PF_BACKEND_REQ, PF_CONFIG = 3, 5, 9
+PF_LOG_SHMFD, PF_REPLY_ACK, PF_BACKEND_REQ, PF_CONFIG = 1, 3, 5, 9
+F_LOG_ALL, VRING_F_LOG = 26, 0
 WCE_OFF = 32
 O_DSYNC = 0o10000
 
@@ -793,6 +796,82 @@ def test_resize(_):
         b.stop()
 
 
+def test_migration_log(_):
+    be = backend_file("mig.img", 1 << 20)
+    path = socket_path("mig")
+    b = Bridge("mig", ["--backend", be, "--no-kernel", "--buffered", "-v",
+                       "--socket", path], wait_socket=True)
+    feats = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_FLUSH)
+    pfs = (1 << PF_REPLY_ACK) | (1 << PF_CONFIG) | (1 << PF_LOG_SHMFD)
+
+    def session_ended(s):
+        try:
+            return s.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    try:
+        with connect(path) as s:
+            r = call(s, GET_FEATURES)
+            f = struct.unpack("<Q", r[2])[0] if r and len(r[2]) == 8 else 0
+            r = call(s, GET_PROTOCOL_FEATURES)
+            pf = struct.unpack("<Q", r[2])[0] if r and len(r[2]) == 8 else 0
+            check("migration: VHOST_F_LOG_ALL and LOG_SHMFD are offered "
+                  "(features 0x%x, protocol features 0x%x)" % (f, pf),
+                  f & (1 << F_LOG_ALL) and pf & (1 << PF_LOG_SHMFD))
+            send(s, SET_PROTOCOL_FEATURES, struct.pack("<Q", pfs))
+            send(s, SET_OWNER)
+            h = acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            ran = start_ring(s)
+            log = memfd(8192)
+            r = call(s, SET_LOG_BASE, struct.pack("<QQ", 4096, 4096), [log])
+            os.close(log)
+            check("  SET_LOG_BASE (4 KiB at offset 4 KiB of a memfd): a SET_LOG_BASE "
+                  "reply, status 0", h and ran and r is not None and r[0] == SET_LOG_BASE
+                  and r[2] == struct.pack("<Q", 0) and "dirty log: 4096 bytes" in b.text(),
+                  b.text())
+            a = acked(s, SET_FEATURES, struct.pack("<Q", feats | (1 << F_LOG_ALL)))
+            qva = 0x7f0000000000
+            v = acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 1 << VRING_F_LOG, qva,
+                                                     qva + 4096, qva + 8192, 8192))
+            e = acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 1))
+            check("  logging on: SET_FEATURES with VHOST_F_LOG_ALL, SET_VRING_ADDR with "
+                  "VHOST_VRING_F_LOG, the ring runs (%s %s %s)" % (a, v, e),
+                  a and v and e, b.text())
+            a = acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            v = acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 0, qva, qva + 4096,
+                                                     qva + 8192, 0))
+            check("  logging off again (%s %s)" % (a, v), a and v, b.text())
+            v = acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 2, qva, qva + 4096,
+                                                     qva + 8192, 0))
+            check("  SET_VRING_ADDR with an unknown flag ends the session",
+                  v is None and session_ended(s), b.text())
+        # Without LOG_SHMFD the log would not be shared: a malformed request.
+        with connect(path) as s:
+            h = handshake(s, feats)
+            log = memfd(4096)
+            send(s, SET_LOG_BASE, struct.pack("<QQ", 4096, 0), [log])
+            os.close(log)
+            check("  SET_LOG_BASE without LOG_SHMFD negotiated ends the session",
+                  h and session_ended(s), b.text())
+        for desc, payload, nfd in (("a zero-sized log", struct.pack("<QQ", 0, 0), 1),
+                                   ("no fd", struct.pack("<QQ", 4096, 0), 0),
+                                   ("a short payload", struct.pack("<Q", 4096), 1)):
+            with connect(path) as s:
+                send(s, SET_PROTOCOL_FEATURES, struct.pack("<Q", pfs))
+                send(s, SET_OWNER)
+                log = memfd(4096)
+                send(s, SET_LOG_BASE, payload, [log] if nfd else [])
+                os.close(log)
+                check("  SET_LOG_BASE with %s ends the session" % desc,
+                      session_ended(s), b.text())
+        check("  the bridge serves on", b.alive() and get_features_ok(path), b.text())
+    finally:
+        b.stop()
+
+
 def test_user(be):
     if os.getuid() != 0:
         skip("--user", "needs root")
@@ -831,7 +910,8 @@ def main():
         for t in (test_command_line, test_socket_options, test_fd_passing,
                   test_activation, test_single_open, test_memory_fds,
                   test_timeouts, test_sigterm_blocked_reply, test_accept_errors,
-                  test_writeback_without_flush, test_resize, test_user):
+                  test_writeback_without_flush, test_resize, test_migration_log,
+                  test_user):
             try:
                 t(be)
             except Exception as e:	# a test that breaks is a failure, the rest run

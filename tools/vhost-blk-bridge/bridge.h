@@ -149,8 +149,13 @@ int vdev_set_vring_num(struct vdev *d, unsigned int idx, unsigned int num);
 int vdev_set_vring_base(struct vdev *d, unsigned int idx, unsigned int base);
 int vdev_get_vring_base(struct vdev *d, unsigned int idx,
 			unsigned int *base);
+/* log_gpa: the used ring's guest-physical address, with VHOST_VRING_F_LOG. */
 int vdev_set_vring_addr(struct vdev *d, unsigned int idx, void *desc,
-			void *avail, void *used);
+			void *avail, void *used, unsigned int flags,
+			uint64_t log_gpa);
+/* Live migration: the dirty log the kernel marks, and its eventfd. */
+int vdev_set_log_base(struct vdev *d, void *log);
+int vdev_set_log_fd(struct vdev *d, int fd);
 int vdev_set_vring_fd(struct vdev *d, unsigned long req, unsigned int idx,
 		      int fd);
 /* Best effort: one vhost worker per queue (kernels with VHOST_NEW_WORKER). */

@@ -201,16 +201,31 @@ int vdev_get_vring_base(struct vdev *d, unsigned int idx, unsigned int *base)
 }
 
 int vdev_set_vring_addr(struct vdev *d, unsigned int idx, void *desc,
-			void *avail, void *used)
+			void *avail, void *used, unsigned int flags,
+			uint64_t log_gpa)
 {
 	struct vhost_vring_addr a = {
 		.index = idx,
+		.flags = flags,
 		.desc_user_addr = (uintptr_t)desc,
 		.avail_user_addr = (uintptr_t)avail,
 		.used_user_addr = (uintptr_t)used,
+		.log_guest_addr = log_gpa,
 	};
 
 	return xioctl(d, VHOST_SET_VRING_ADDR, &a, "VHOST_SET_VRING_ADDR");
+}
+
+int vdev_set_log_base(struct vdev *d, void *log)
+{
+	__u64 base = (uintptr_t)log;
+
+	return xioctl(d, VHOST_SET_LOG_BASE, &base, "VHOST_SET_LOG_BASE");
+}
+
+int vdev_set_log_fd(struct vdev *d, int fd)
+{
+	return xioctl(d, VHOST_SET_LOG_FD, &fd, "VHOST_SET_LOG_FD");
 }
 
 int vdev_set_vring_fd(struct vdev *d, unsigned long req, unsigned int idx,

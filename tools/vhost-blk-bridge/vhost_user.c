@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -92,11 +93,13 @@ enum {
 
 /* Protocol features. */
 #define VU_PF_MQ		0
+#define VU_PF_LOG_SHMFD		1
 #define VU_PF_REPLY_ACK		3
 #define VU_PF_BACKEND_REQ	5
 #define VU_PF_CONFIG		9
 
 #define VU_PROTOCOL_FEATURES	((1ULL << VU_PF_MQ) | \
+				 (1ULL << VU_PF_LOG_SHMFD) | \
 				 (1ULL << VU_PF_REPLY_ACK) | \
 				 (1ULL << VU_PF_BACKEND_REQ) | \
 				 (1ULL << VU_PF_CONFIG))
@@ -130,6 +133,18 @@ struct vu_mem {
 	struct vu_mem_region r[MEM_MAX_REGIONS];
 };
 
+/* SET_LOG_BASE with LOG_SHMFD: where the log is in the fd sent along. */
+struct vu_log {
+	uint64_t size;
+	uint64_t offset;
+};
+
+/*
+ * The largest dirty log taken: one bit per 4 KiB page, so 1 GiB of log
+ * covers 32 TiB of guest-physical addresses.
+ */
+#define VU_LOG_MAX		(1ULL << 30)
+
 struct vu_config {
 	uint32_t offset;
 	uint32_t size;
@@ -144,6 +159,7 @@ struct vu_msg {
 		struct vhost_vring_state state;
 		struct vhost_vring_addr addr;
 		struct vu_mem mem;
+		struct vu_log log;
 		struct vu_config cfg;
 		uint8_t raw[VU_MAX_PAYLOAD];
 	} p;
@@ -178,6 +194,9 @@ struct session {
 	/* The capacity changed and the front-end has not read it since. */
 	bool config_news;
 	struct mem_table mem;
+	/* The dirty log of a migration, as mapped here; NULL: none. */
+	void *log;
+	size_t log_len;
 	struct vu_ring vr[VHOST_BLK_MAX_QUEUES];
 };
 
@@ -246,6 +265,7 @@ static bool has_own_reply(uint32_t req)
 	case VU_GET_VRING_BASE:
 	case VU_GET_QUEUE_NUM:
 	case VU_GET_CONFIG:
+	case VU_SET_LOG_BASE:	/* with LOG_SHMFD, QEMU waits for one */
 	case VU_CREATE_CRYPTO_SESSION:
 	case VU_POSTCOPY_ADVISE:
 	case VU_GET_INFLIGHT_FD:
@@ -674,6 +694,10 @@ static void session_close_device(struct session *s)
 {
 	detach(s);
 	vdev_close(&s->dev);
+	/* The device is gone: nothing marks the log any more. */
+	if (s->log)
+		munmap(s->log, s->log_len);
+	s->log = NULL;
 	if (s->backend_req_fd >= 0)
 		close(s->backend_req_fd);
 	s->backend_req_fd = -1;
@@ -815,7 +839,8 @@ static int do_set_mem_table(struct session *s, struct vu_msg *m)
 			detach(s);
 			continue;
 		}
-		if (vdev_set_vring_addr(&s->dev, i, d, a, u)) {
+		if (vdev_set_vring_addr(&s->dev, i, d, a, u, vr->qaddr.flags,
+					vr->qaddr.log_guest_addr)) {
 			log_msg("ring %u: cannot move it to the new memory table", i);
 			vr->addr_set = false;
 		}
@@ -890,10 +915,10 @@ static int do_vring_addr(struct session *s, struct vu_msg *m)
 	vr = ring_of(s, m, qa->index);
 	if (!vr)
 		return VU_FATAL;
-	if (qa->flags & (1u << VHOST_VRING_F_LOG)) {
-		log_msg("SET_VRING_ADDR %u: dirty logging is not supported",
-			qa->index);
-		return -ENOTSUP;
+	if (qa->flags & ~(1u << VHOST_VRING_F_LOG)) {
+		log_msg("malformed SET_VRING_ADDR %u: flags 0x%x",
+			qa->index, qa->flags);
+		return VU_FATAL;
 	}
 	if (!vr->num_set) {
 		log_msg("SET_VRING_ADDR %u before SET_VRING_NUM", qa->index);
@@ -911,7 +936,8 @@ static int do_vring_addr(struct session *s, struct vu_msg *m)
 	}
 	ret = detach(s);
 	if (!ret)
-		ret = vdev_set_vring_addr(&s->dev, qa->index, d, a, u);
+		ret = vdev_set_vring_addr(&s->dev, qa->index, d, a, u,
+					  qa->flags, qa->log_guest_addr);
 	if (ret)
 		return ret;
 	vr->qaddr = *qa;
@@ -959,6 +985,71 @@ static int do_vring_fd(struct session *s, struct vu_msg *m)
 	if (!(s->features & (1ULL << VU_F_PROTOCOL_FEATURES)))
 		vr->enabled = !nofd;
 	return update_running(s);
+}
+
+/*
+ * Live migration: QEMU's dirty log (LOG_SHMFD), a bitmap of guest-physical
+ * 4 KiB pages in the fd sent along.  vhost_blk marks it itself, so it is
+ * mapped here and handed to the kernel; the previous log is unmapped once
+ * the kernel uses the new one.  QEMU waits for a reply of this type.
+ */
+static int do_set_log_base(struct session *s, struct vu_msg *m)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t size, off, skip, status = 0;
+	void *p;
+	int ret;
+
+	if (!(s->protocol_features & (1ULL << VU_PF_LOG_SHMFD))) {
+		/* No fd: a log in QEMU's memory the kernel cannot reach. */
+		log_msg("SET_LOG_BASE without LOG_SHMFD: the log would not be shared");
+		return VU_FATAL;
+	}
+	if (!size_is(m, sizeof(m->p.log), 1))
+		return VU_FATAL;
+	size = m->p.log.size;
+	off = m->p.log.offset;
+	if (!size || size > VU_LOG_MAX || off > VU_LOG_MAX) {
+		log_msg("malformed SET_LOG_BASE: %llu bytes at offset %llu",
+			(unsigned long long)size, (unsigned long long)off);
+		return VU_FATAL;
+	}
+	skip = off % pg;
+	p = mmap(NULL, size + skip, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 m->fds[0], off - skip);
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		log_msg("SET_LOG_BASE: mapping %llu bytes: %s",
+			(unsigned long long)size, strerror(errno));
+	} else {
+		ret = vdev_set_log_base(&s->dev, (char *)p + skip);
+		if (ret) {
+			munmap(p, size + skip);
+		} else {
+			if (s->log)
+				munmap(s->log, s->log_len);
+			s->log = p;
+			s->log_len = size + skip;
+			log_dbg("dirty log: %llu bytes",
+				(unsigned long long)size);
+		}
+	}
+	if (ret)
+		status = 1;
+	if (vu_send(s, VU_SET_LOG_BASE, &status, sizeof(status)))
+		return VU_FATAL;
+	return ret;
+}
+
+/* The log's eventfd: the kernel signals it after marking the log. */
+static int do_set_log_fd(struct session *s, struct vu_msg *m)
+{
+	/* No payload (some front-ends send a zero u64), one fd. */
+	if ((m->hdr.size != 0 && m->hdr.size != 8) || m->nfds != 1) {
+		size_is(m, 0, 1);
+		return VU_FATAL;
+	}
+	return vdev_set_log_fd(&s->dev, m->fds[0]);
 }
 
 static int do_get_vring_base(struct session *s, struct vu_msg *m)
@@ -1215,6 +1306,10 @@ static int dispatch(struct session *s, struct vu_msg *m)
 		return reply_u64(s, req, nqueues(s));
 	case VU_SET_MEM_TABLE:
 		return do_set_mem_table(s, m);
+	case VU_SET_LOG_BASE:
+		return do_set_log_base(s, m);
+	case VU_SET_LOG_FD:
+		return do_set_log_fd(s, m);
 	case VU_SET_VRING_NUM:
 		return do_vring_num(s, m);
 	case VU_SET_VRING_BASE:

@@ -187,7 +187,7 @@ help:
 	@echo '                  headers of the running kernel, or KDIR=)'
 	@echo '  deps            install the test kit (root, Debian 12): QEMU, libvirt, fio, ...; the test'
 	@echo '                  kernels are unpacked into build/kernels, never installed'
-	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12"); L2_BOOTS= (12),'
+	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12"); L2_BOOTS= (16),'
 	@echo '                  CHECK_BUDGET= (4200 s): fresh L2 boots after the nested-KVM flake;'
 	@echo '                  CHECK_LIMIT= (4500 s), KERNEL_RESERVE= (1500 s): when L2 boots end; testing.rst'
 	@echo '  demo            vhost_blk under stock QEMU end to end, fio table (KERNEL=6.1|6.12)'

@@ -61,55 +61,20 @@ static int set_log(struct vbt_dev *d, bool on)
 static void t_log_inflight(struct vbt_dev *d, struct vbt_mem *m,
 			   unsigned int n)
 {
-	struct vbt_vq *vq = &d->vq[0];
-	struct {
-		struct virtio_blk_outhdr h;
-		uint8_t st;
-	} *r[64];
-	uint8_t *buf[64];
-	bool seen[64] = { false };
-	uint16_t old = vq->avail_idx;
-	unsigned int i, done, bad = 0, dup = 0, unmarked = 0;
+	struct vbt_burst b;
+	unsigned int unmarked = 0;
 	int ret;
 
-	for (i = 0; i < n; i++) {
-		struct vbt_seg s[3];
-
-		buf[i] = vbt_alloc(m, 4096, 4096);
-		r[i] = vbt_alloc(m, sizeof(*r[i]), 16);
-		r[i]->h.type = VIRTIO_BLK_T_IN;
-		r[i]->h.sector = i * 8;
-		r[i]->st = 0xff;
-		s[0] = (struct vbt_seg){ vbt_gpa(m, &r[i]->h), 16, false };
-		s[1] = (struct vbt_seg){ vbt_gpa(m, buf[i]), 4096, true };
-		s[2] = (struct vbt_seg){ vbt_gpa(m, &r[i]->st), 1, true };
-		vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false,
-					      (void *)(uintptr_t)(i + 1)));
-	}
-	vbt_vq_kick(vq, old);
+	vbt_burst_start(d, &b, n);
 	ret = set_log(d, true);
-	for (done = 0; done < n; done++) {
-		void *c;
-		uintptr_t k;
-
-		if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
-			break;
-		k = (uintptr_t)c;
-		if (k < 1 || k > n || seen[k - 1]) {
-			dup++;
-			continue;
-		}
-		seen[k - 1] = true;
-		if (r[k - 1]->st)
-			bad++;
-	}
+	vbt_burst_wait(d, &b);
 	/* One more read: fetched with logging on, so marked. */
-	if (vbt_rw(d, 0, VIRTIO_BLK_T_IN, 0, buf[0], 4096) ||
-	    !dirty(vbt_gpa(m, buf[0])))
+	if (vbt_rw(d, 0, VIRTIO_BLK_T_IN, 0, b.buf[0], 4096) ||
+	    !dirty(vbt_gpa(m, b.buf[0])))
 		unmarked++;
-	tap_result(!ret && done == n && !bad && !dup && !unmarked,
+	tap_result(!ret && b.done == n && !b.bad && !b.dup && !unmarked,
 		   "migrate: %u reads in flight while logging is switched on all complete OK (%u of %u, %u failed, %u unknown or twice); the next read is marked",
-		   n, done, n, bad, dup);
+		   n, b.done, n, b.bad, b.dup);
 }
 
 void vbt_migrate(struct vbt_mem *m)

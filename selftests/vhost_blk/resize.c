@@ -59,54 +59,19 @@ static bool file_is(int fd, uint64_t sector, uint64_t seed)
  * @n 4 KiB reads in flight when the capacity changes: every one completes
  * with OK, none lost, none twice.
  */
-static void t_resize_inflight(struct vbt_dev *d, struct vbt_mem *m,
-			      unsigned int n, uint64_t grow_to)
+static void t_resize_inflight(struct vbt_dev *d, unsigned int n,
+			      uint64_t grow_to)
 {
-	struct vbt_vq *vq = &d->vq[0];
-	struct {
-		struct virtio_blk_outhdr h;
-		uint8_t st;
-	} *r[64];
-	bool seen[64] = { false };
-	uint16_t old = vq->avail_idx;
-	unsigned int i, done, bad = 0, dup = 0;
+	struct vbt_burst b;
 	int ret;
 
-	for (i = 0; i < n; i++) {
-		uint8_t *buf = vbt_alloc(m, 4096, 4096);
-		struct vbt_seg s[3];
-
-		r[i] = vbt_alloc(m, sizeof(*r[i]), 16);
-		r[i]->h.type = VIRTIO_BLK_T_IN;
-		r[i]->h.sector = i * 8;
-		r[i]->st = 0xff;
-		s[0] = (struct vbt_seg){ vbt_gpa(m, &r[i]->h), 16, false };
-		s[1] = (struct vbt_seg){ vbt_gpa(m, buf), 4096, true };
-		s[2] = (struct vbt_seg){ vbt_gpa(m, &r[i]->st), 1, true };
-		vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false,
-					      (void *)(uintptr_t)(i + 1)));
-	}
-	vbt_vq_kick(vq, old);
+	vbt_burst_start(d, &b, n);
 	ret = set_capacity(d->fd, grow_to);
-	for (done = 0; done < n; done++) {
-		void *c;
-		uintptr_t k;
-
-		if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
-			break;
-		k = (uintptr_t)c;
-		if (k < 1 || k > n || seen[k - 1]) {
-			dup++;
-			continue;
-		}
-		seen[k - 1] = true;
-		if (r[k - 1]->st)
-			bad++;
-	}
-	tap_result(!ret && done == n && !bad && !dup &&
+	vbt_burst_wait(d, &b);
+	tap_result(!ret && b.done == n && !b.bad && !b.dup &&
 		   capacity(d) == grow_to,
 		   "resize: %u reads in flight across SET_CAPACITY all complete OK (%u of %u, %u failed, %u unknown or twice)",
-		   n, done, n, bad, dup);
+		   n, b.done, n, b.bad, b.dup);
 }
 
 void vbt_resize(struct vbt_mem *m)
@@ -190,7 +155,7 @@ void vbt_resize(struct vbt_mem *m)
 	/* Requests in flight across the change. */
 	ok = !ftruncate(fd, 2 * MIB_SECTORS * 512);
 	if (ok)
-		t_resize_inflight(&d, m, 64, 2 * MIB_SECTORS);
+		t_resize_inflight(&d, 64, 2 * MIB_SECTORS);
 	else
 		tap_result(false, "resize: grow the file for requests in flight");
 

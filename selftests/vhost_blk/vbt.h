@@ -135,6 +135,25 @@ struct vbt_io {
 };
 
 int vbt_io(struct vbt_dev *d, unsigned int q, struct vbt_io *io);
+
+/*
+ * A burst of 4 KiB reads (sectors 0, 8, ...) on queue 0, all in flight at
+ * once: vbt_burst_start() publishes and kicks them, the caller acts while
+ * they run, vbt_burst_wait() collects them.
+ */
+#define VBT_BURST_MAX	64
+struct vbt_burst {
+	unsigned int n;
+	uint8_t *buf[VBT_BURST_MAX];
+	uint8_t *status[VBT_BURST_MAX];
+	/* results */
+	unsigned int done;	/* completions seen */
+	unsigned int bad;	/* ... with a status other than OK */
+	unsigned int dup;	/* unknown or completed twice */
+};
+
+void vbt_burst_start(struct vbt_dev *d, struct vbt_burst *b, unsigned int n);
+void vbt_burst_wait(struct vbt_dev *d, struct vbt_burst *b);
 int vbt_rw(struct vbt_dev *d, unsigned int q, uint32_t type, uint64_t sector,
 	   void *buf, uint32_t len);
 uint64_t vbt_now_ns(void);

@@ -494,6 +494,55 @@ int vbt_io(struct vbt_dev *d, unsigned int q, struct vbt_io *io)
 	return io->status;
 }
 
+void vbt_burst_start(struct vbt_dev *d, struct vbt_burst *b, unsigned int n)
+{
+	struct vbt_vq *vq = &d->vq[0];
+	uint16_t old = vq->avail_idx;
+	unsigned int i;
+
+	memset(b, 0, sizeof(*b));
+	b->n = n < VBT_BURST_MAX ? n : VBT_BURST_MAX;
+	for (i = 0; i < b->n; i++) {
+		struct virtio_blk_outhdr *h;
+		struct vbt_seg s[3];
+
+		b->buf[i] = vbt_alloc(d->mem, 4096, 4096);
+		h = vbt_alloc(d->mem, sizeof(*h), 16);
+		b->status[i] = vbt_alloc(d->mem, 1, 1);
+		h->type = VIRTIO_BLK_T_IN;
+		h->ioprio = 0;
+		h->sector = i * 8;
+		*b->status[i] = 0xff;
+		s[0] = (struct vbt_seg){ vbt_gpa(d->mem, h), sizeof(*h), false };
+		s[1] = (struct vbt_seg){ vbt_gpa(d->mem, b->buf[i]), 4096, true };
+		s[2] = (struct vbt_seg){ vbt_gpa(d->mem, b->status[i]), 1, true };
+		vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false,
+					      (void *)(uintptr_t)(i + 1)));
+	}
+	vbt_vq_kick(vq, old);
+}
+
+void vbt_burst_wait(struct vbt_dev *d, struct vbt_burst *b)
+{
+	bool seen[VBT_BURST_MAX] = { false };
+
+	for (b->done = 0; b->done < b->n; b->done++) {
+		void *c;
+		uintptr_t k;
+
+		if (vbt_vq_wait(&d->vq[0], NULL, &c, 10000) < 0)
+			break;
+		k = (uintptr_t)c;
+		if (k < 1 || k > b->n || seen[k - 1]) {
+			b->dup++;
+			continue;
+		}
+		seen[k - 1] = true;
+		if (*b->status[k - 1])
+			b->bad++;
+	}
+}
+
 int vbt_rw(struct vbt_dev *d, unsigned int q, uint32_t type, uint64_t sector,
 	   void *buf, uint32_t len)
 {

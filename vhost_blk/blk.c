@@ -12,6 +12,7 @@
 #include <linux/blkdev.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
+#include <linux/sched/mm.h>
 #include <linux/virtio_byteorder.h>
 
 #include "blk.h"
@@ -60,8 +61,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 
 /*
  * Stop all queues and wait for every request in flight.  On return no
- * request refers to the backend and the used rings are up to date (or,
- * if the worker died with its owner, the requests were dropped).
+ * request refers to the backend and every request fetched is in the used
+ * rings, even when the workers died with their owner.
  * Called with dev.mutex held or on release.
  */
 static void vhost_blk_drain(struct vhost_blk *blk)
@@ -85,8 +86,7 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	synchronize_rcu();
 	/* The workers retire what completed. */
 	vhost_dev_flush(&blk->dev);
-	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
-		vhost_blk_drop_done(&blk->vqs[i]);
+	vhost_blk_retire_orphans(blk);
 }
 
 static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)
@@ -106,6 +106,8 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	vhost_blk_drain(blk);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_cleanup(&blk->dev);
+	if (blk->owner_mm)
+		mmput(blk->owner_mm);
 	vhost_blk_backend_free(blk->be);
 	vhost_blk_stats_del(blk);
 	mutex_destroy(&blk->sync_mutex);
@@ -323,6 +325,9 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 	blk->be = NULL;
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_reset_owner(&blk->dev, umem);
+	if (blk->owner_mm)
+		mmput(blk->owner_mm);
+	blk->owner_mm = NULL;
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
 		blk->vqs[i].throttled = false;
 done:
@@ -502,6 +507,11 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 			r = vhost_dev_ioctl(&blk->dev, ioctl, argp);
 			if (r == -ENOIOCTLCMD)
 				r = vhost_vring_ioctl(&blk->dev, ioctl, argp);
+			/* The owner's memory outlives it while we may write it. */
+			if (!r && ioctl == VHOST_SET_OWNER) {
+				mmget(current->mm);
+				blk->owner_mm = current->mm;
+			}
 		}
 		mutex_unlock(&blk->dev.mutex);
 		return r;

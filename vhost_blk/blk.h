@@ -132,6 +132,11 @@ struct vhost_blk {
 	struct vhost_dev dev;
 	struct vhost_blk_vq vqs[VHOST_BLK_MAX_QUEUES];
 	struct vhost_virtqueue *vqp[VHOST_BLK_MAX_QUEUES];
+	/*
+	 * The owner's address space, kept until release: requests still in
+	 * flight when the owner dies are retired into it.
+	 */
+	struct mm_struct *owner_mm;
 	/* The attached backend, under dev.mutex. */
 	struct vhost_blk_backend_file *be;
 	u16 num_queues;
@@ -188,7 +193,7 @@ int vhost_blk_req_init(void);
 void vhost_blk_req_exit(void);
 void vhost_blk_handle_kick(struct vhost_work *work);
 void vhost_blk_done_work(struct vhost_work *work);
-void vhost_blk_drop_done(struct vhost_blk_vq *bvq);
+void vhost_blk_retire_orphans(struct vhost_blk *blk);
 void vhost_blk_batch_init(struct vhost_blk_vq *bvq);
 void vhost_blk_batch_stop(struct vhost_blk_vq *bvq);
 

@@ -9,6 +9,7 @@
 
 #include <linux/blkdev.h>
 #include <linux/falloc.h>
+#include <linux/kthread.h>
 #include <linux/pagemap.h>
 #include <linux/sched/clock.h>
 #include <linux/sched/mm.h>
@@ -914,20 +915,21 @@ static void vhost_blk_retire(struct vhost_blk_req *req,
 				 req->status, local_clock() - req->start_ns);
 }
 
-/* Completion work: status bytes, used ring, one guest notification. */
-void vhost_blk_done_work(struct vhost_work *work)
+/*
+ * Status bytes and used entries of every completed request, then one guest
+ * notification.  Under vq->mutex, in the owner's address space.
+ */
+static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 {
-	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
-						done_work);
 	struct vhost_virtqueue *vq = &bvq->vq;
 	struct vring_used_elem used[VHOST_BLK_USED_BATCH];
 	struct vhost_blk_req *req, *next;
 	struct llist_node *list;
 	unsigned int n = 0;
-	bool any = false;
 
-	mutex_lock(&vq->mutex);
 	list = llist_reverse_order(llist_del_all(&bvq->done));
+	if (!list)
+		return;
 	llist_for_each_entry_safe(req, next, list, node) {
 		vhost_blk_retire(req, &used[n]);
 		if (++n == VHOST_BLK_USED_BATCH) {
@@ -936,14 +938,22 @@ void vhost_blk_done_work(struct vhost_work *work)
 		}
 		bvq->inflight--;
 		kmem_cache_free(vhost_blk_req_cache, req);
-		any = true;
 	}
 	if (n)
 		vhost_add_used_n(vq, used, n);
-	if (any) {
-		bvq->stats.batches++;
-		vhost_signal(vq->dev, vq);
-	}
+	bvq->stats.batches++;
+	vhost_signal(vq->dev, vq);
+}
+
+/* Completion work: retire what completed, then look at the ring again. */
+void vhost_blk_done_work(struct vhost_work *work)
+{
+	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
+						done_work);
+	struct vhost_virtqueue *vq = &bvq->vq;
+
+	mutex_lock(&vq->mutex);
+	vhost_blk_retire_done(bvq);
 	if (bvq->throttled && bvq->inflight < vhost_blk_max_inflight) {
 		bvq->throttled = false;
 		vhost_poll_queue(&vq->poll);
@@ -954,11 +964,32 @@ void vhost_blk_done_work(struct vhost_work *work)
 	mutex_unlock(&vq->mutex);
 }
 
-/*
- * Teardown after the worker is gone (its owner was killed): free finished
- * requests without touching guest memory.
- */
-void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
+struct vhost_blk_orphans {
+	struct work_struct work;
+	struct vhost_blk *blk;
+};
+
+static void vhost_blk_orphans_work(struct work_struct *work)
+{
+	struct vhost_blk_orphans *o = container_of(work,
+						   struct vhost_blk_orphans,
+						   work);
+	struct vhost_blk *blk = o->blk;
+	int i;
+
+	kthread_use_mm(blk->owner_mm);
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+		struct vhost_blk_vq *bvq = &blk->vqs[i];
+
+		mutex_lock(&bvq->vq.mutex);
+		vhost_blk_retire_done(bvq);
+		mutex_unlock(&bvq->vq.mutex);
+	}
+	kthread_unuse_mm(blk->owner_mm);
+}
+
+/* Free finished requests without touching guest memory. */
+static void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
 {
 	struct vhost_blk_req *req, *next;
 	struct llist_node *list;
@@ -971,3 +1002,34 @@ void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
 	}
 	mutex_unlock(&bvq->vq.mutex);
 }
+
+/*
+ * Teardown, every request's I/O complete: retire what the workers did not.
+ * That is nothing unless a worker died with its owner (since 6.4 a vhost
+ * worker is a task of the VMM's process, and a SIGKILL ends it) while
+ * requests were in flight.  Those are still retired into the used rings,
+ * by a kernel thread in the owner's address space (the device keeps it
+ * alive), so that a VMM started again finds every request the device
+ * fetched completed and none half done.
+ */
+void vhost_blk_retire_orphans(struct vhost_blk *blk)
+{
+	struct vhost_blk_orphans o = { .blk = blk };
+	bool any = false;
+	int i;
+
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		any |= !llist_empty(&blk->vqs[i].done);
+	if (!any)
+		return;
+	if (blk->owner_mm) {
+		INIT_WORK_ONSTACK(&o.work, vhost_blk_orphans_work);
+		queue_work(system_unbound_wq, &o.work);
+		flush_work(&o.work);
+		destroy_work_on_stack(&o.work);
+	}
+	/* Without an address space to write to, they are only freed. */
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		vhost_blk_drop_done(&blk->vqs[i]);
+}
+

@@ -6,7 +6,8 @@
 # O_DIRECT), a seeded fuzz run, a short load run, a worker flooded with status-less
 # chains (25 s: long enough for a worker that never yields to show as a soft lockup),
 # the owner-context and durability suite on ext4 with reserved blocks, the functional
-# suite with max_inflight=2 (throttling), then the module must unload.
+# suite with max_inflight=2 (throttling), the owner killed with reads in flight on a
+# null_blk whose reads take a second, then the module must unload.
 # Results are prefixed with the backend; the kernel log is checked by the runner.
 T=vhost_blk_test
 rc=0
@@ -66,6 +67,15 @@ rm -f /tmp/vbt-ctx.fs
 if modprobe null_blk nr_devices=1 gb=1 && [ -b /dev/nullb0 ]; then
 	run nullb-odirect --bdev /dev/nullb0 --direct --nodata --functional
 	rmmod null_blk
+	# Reads that take a second (a timer completes them): the owner is
+	# killed with them in flight.
+	if modprobe null_blk nr_devices=1 gb=1 irqmode=2 completion_nsec=1000000000 &&
+	   [ -b /dev/nullb0 ]; then
+		run nullb-slow --bdev /dev/nullb0 --direct --nodata --owner-killed
+		rmmod null_blk
+	else
+		echo "not ok - null_blk with timer completions for the owner-killed suite"; rc=1
+	fi
 else
 	echo "ok - null_blk backend # SKIP null_blk unavailable"
 fi

@@ -7,6 +7,9 @@
  *   vhost_blk_test [BACKEND OPTIONS] --fuzz SEED COUNT
  *   vhost_blk_test [BACKEND OPTIONS] --flood SECONDS    a worker under a flood
  *   vhost_blk_test --file PATH_ON_EXT4 --context         owner context, durability
+ *   vhost_blk_test --bdev SLOW_DEV --direct --nodata --owner-killed
+ *                   the owner killed with reads in flight (a backend whose
+ *                   reads take a second: null_blk irqmode=2)
  *   vhost_blk_test [BACKEND OPTIONS] --load [LOAD OPTIONS]   (see --load --help)
  *
  * Backend options:
@@ -41,7 +44,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: vhost_blk_test [--file PATH|--bdev PATH] [--size MIB] [--direct] [--nodata]\n"
 		"                      [--functional|--hostile|--fuzz SEED COUNT|--flood SECONDS|\n"
-		"                       --context|--load ...]\n");
+		"                       --context|--owner-killed|--load ...]\n");
 	exit(2);
 }
 
@@ -77,7 +80,7 @@ static int prepare_backend(void)
 
 int main(int argc, char **argv)
 {
-	enum { ALL, FUNC, HOSTILE, FUZZ, FLOOD, CONTEXT, LOAD } mode = ALL;
+	enum { ALL, FUNC, HOSTILE, FUZZ, FLOOD, CONTEXT, KILLED, LOAD } mode = ALL;
 	unsigned long long seed = 1, count = 100, seconds = 25;
 	struct vbt_mem mem;
 	int i;
@@ -110,6 +113,8 @@ int main(int argc, char **argv)
 			seconds = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--context")) {
 			mode = CONTEXT;
+		} else if (!strcmp(argv[i], "--owner-killed")) {
+			mode = KILLED;
 		} else if (!strcmp(argv[i], "--load")) {
 			mode = LOAD;
 			i++;
@@ -139,6 +144,9 @@ int main(int argc, char **argv)
 		break;
 	case CONTEXT:
 		vbt_context(&mem);
+		break;
+	case KILLED:
+		vbt_owner_killed();
 		break;
 	case HOSTILE:
 		vbt_hostile(&mem);

@@ -99,6 +99,7 @@ extern struct vbt_cfg cfg;
 
 /* virtio.c */
 void vbt_mem_init(struct vbt_mem *m);
+void vbt_mem_init_shared(struct vbt_mem *m);
 void vbt_mem_reset(struct vbt_mem *m);
 void *vbt_alloc(struct vbt_mem *m, size_t size, size_t align);
 uint64_t vbt_gpa(struct vbt_mem *m, const void *hva);
@@ -177,6 +178,7 @@ void vbt_migrate(struct vbt_mem *m);
 void vbt_hostile(struct vbt_mem *m);
 void vbt_flood(struct vbt_mem *m, unsigned int seconds);
 void vbt_context(struct vbt_mem *m);
+void vbt_owner_killed(void);
 void vbt_fuzz(struct vbt_mem *m, uint64_t seed, unsigned long count);
 int vbt_load(struct vbt_mem *m, int argc, char **argv);
 

@@ -23,10 +23,10 @@
 #define barrier()	__asm__ __volatile__("" ::: "memory")
 #define mb()		__sync_synchronize()
 
-void vbt_mem_init(struct vbt_mem *m)
+static void mem_init(struct vbt_mem *m, int share)
 {
 	m->base = mmap(NULL, VBT_MEM_SIZE, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		       share | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (m->base == MAP_FAILED) {
 		perror("mmap guest memory");
 		exit(1);
@@ -36,6 +36,17 @@ void vbt_mem_init(struct vbt_mem *m)
 	m->gpa[2] = VBT_GPA_HIGH;
 	m->gpa[3] = VBT_GPA_HIGH + 4 * VBT_CHUNK;
 	vbt_mem_reset(m);
+}
+
+void vbt_mem_init(struct vbt_mem *m)
+{
+	mem_init(m, MAP_PRIVATE);
+}
+
+/* Guest memory a forked child shares with its parent, at the same address. */
+void vbt_mem_init_shared(struct vbt_mem *m)
+{
+	mem_init(m, MAP_SHARED);
 }
 
 void vbt_mem_reset(struct vbt_mem *m)

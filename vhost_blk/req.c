@@ -518,6 +518,12 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
 		vq_err(vq, "vhost-blk: cannot access ring %u\n", bvq->index);
 		return false;
 	}
+	/*
+	 * The guest looks at its used ring once: a device before this one (a
+	 * VMM that restarted) may have published completions whose
+	 * notification went to a call eventfd the front-end had dropped.
+	 */
+	vhost_signal(vq->dev, vq);
 	return true;
 }
 

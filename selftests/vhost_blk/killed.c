@@ -10,15 +10,20 @@
  * status: a back-end started again resumes at the used index, and a
  * request fetched but never published would be lost to the guest, or
  * fetched twice.  Since 6.4 the queues' vhost workers die with the process,
- * before their requests complete.
+ * before their requests complete.  Then a device of this process takes the
+ * rings over where they stand, as a bridge started again does: it must
+ * signal the guest once, since the dead one's interrupts went to a call
+ * eventfd the front-end has replaced.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
@@ -88,6 +93,54 @@ static void child(int out, struct vbt_mem *m, bool workers)
 static uint16_t used_idx(const struct vring_used *u)
 {
 	return __atomic_load_n(&u->idx, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * A new device on the rings the dead one left (same addresses: the rings
+ * are allocated as the child did), each at its used index: the call
+ * eventfd fires once the backend is attached, with no new request.
+ */
+static bool takeover_signals(struct vbt_mem *m, bool workers)
+{
+	struct vbt_opts o = { .nq = KQ, .qsize = 64, .backend_fd = -1,
+			      .workers = workers };
+	struct vhost_vring_state st;
+	struct vbt_dev d;
+	unsigned int q;
+	bool ok = true;
+	int bfd;
+
+	vbt_mem_reset(m);
+	if (vbt_dev_open(&d, m, &o) &&
+	    (o.workers = false, vbt_dev_open(&d, m, &o)))
+		return false;
+	for (q = 0; q < KQ; q++) {
+		struct vbt_vq *vq = &d.vq[q];
+
+		/* Setting the rings up cleared them: as the guest left them. */
+		vq->avail->idx = KREQ;
+		vq->used->idx = KREQ;
+		vq->avail_idx = KREQ;
+		vq->last_used = KREQ;
+		st.index = q;
+		st.num = KREQ;
+		ok = ok && !ioctl(d.fd, VHOST_SET_VRING_BASE, &st);
+	}
+	bfd = vbt_open_backend(false);
+	ok = ok && bfd >= 0 && !vbt_attach(&d, bfd, 0, KQ, NULL);
+	if (bfd >= 0)
+		close(bfd);
+	for (q = 0; ok && q < KQ; q++) {
+		struct pollfd p = { .fd = d.vq[q].call, .events = POLLIN };
+
+		if (poll(&p, 1, 2000) != 1) {
+			tap_diag("queue %u: no interrupt when the device took the ring over",
+				 q);
+			ok = false;
+		}
+	}
+	vbt_dev_close(&d);
+	return ok;
 }
 
 static void killed_case(bool workers)
@@ -165,6 +218,8 @@ static void killed_case(bool workers)
 	tap_result(WIFSIGNALED(status) && !early && ok,
 		   "owner killed with %u reads in flight on each of %s: all completed into the used rings by the time it is reaped",
 		   KREQ, what);
+	tap_result(takeover_signals(&m, workers),
+		   "  a new device on those rings, at their used index, interrupts the guest once it starts");
 	munmap(m.base, VBT_MEM_SIZE);
 }
 

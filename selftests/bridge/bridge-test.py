@@ -9,7 +9,9 @@ socket at the path), --fd and systemd socket activation, that the backend is
 opened once and never again by path, that only memfd and regular-file
 descriptors are taken as guest memory, the per-session timeouts (silent
 client, partial message), SIGTERM while a reply blocks, transient accept()
-errors, writeback = 0 without VIRTIO_BLK_F_FLUSH, online resize (SIGHUP, the
+errors, writeback = 0 without VIRTIO_BLK_F_FLUSH, the backend's lock while
+rings run (--lock-timeout), a ring resumed at its used index when the base
+lags (a restart under I/O), online resize (SIGHUP, the
 back-end channel's config change message, the capacity in GET_CONFIG), the
 dirty log of live migration (LOG_SHMFD, SET_LOG_BASE, the log flag of
 SET_VRING_ADDR) and the privilege drop.
@@ -38,7 +40,7 @@ BRIDGE = sys.argv[1] if len(sys.argv) > 1 else \
 # vhost-user requests
 GET_FEATURES, SET_FEATURES, SET_OWNER = 1, 2, 3
 SET_MEM_TABLE, SET_LOG_BASE = 5, 6
-SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE = 8, 9, 10
+SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE, GET_VRING_BASE = 8, 9, 10, 11
 SET_VRING_KICK, SET_VRING_CALL = 12, 13
 GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES = 15, 16
 SET_VRING_ENABLE, SET_BACKEND_REQ_FD, GET_CONFIG, SET_CONFIG = 18, 21, 24, 25
@@ -637,10 +639,12 @@ def test_accept_errors(be):
         b.stop()
 
 
-def start_ring(s, size=1 << 20, qva=0x7f0000000000):
-    """Memory table, one ring, a kick fd, enabled: the device runs."""
+def start_ring(s, size=1 << 20, qva=0x7f0000000000, used_idx=0):
+    """Memory table, one ring, a kick fd, enabled: the device runs.  The
+    ring is at base 0, its used index in guest memory used_idx."""
     fd = memfd(size)
     kick = os.eventfd(0)
+    os.pwrite(fd, struct.pack("<H", used_idx), 4096 + 2)   # used ring at qva + 4096
     try:
         r = [acked(s, SET_MEM_TABLE, mem_table(size, qva), [fd]),
              acked(s, SET_VRING_NUM, struct.pack("<II", 0, 16)),
@@ -687,6 +691,85 @@ def test_writeback_without_flush(be):
         check("with VIRTIO_BLK_F_FLUSH: writeback 1, the rings run write-back (%s)" % wce,
               h and wce == 1 and ran and "rings started (write-back)" in b.text()[mark:],
               b.text())
+    finally:
+        b.stop()
+
+
+def test_backend_lock(_):
+    """While its rings run, a bridge holds the backend's lock; another waits."""
+    be = backend_file("lock.img")
+    pa, pb = socket_path("lock-a"), socket_path("lock-b")
+    a = Bridge("lock-a", ["--backend", be, "--no-kernel", "--socket", pa],
+               wait_socket=True)
+    b = Bridge("lock-b", ["--backend", be, "--no-kernel", "--socket", pb,
+                          "--lock-timeout", "1"], wait_socket=True)
+    c = None
+    try:
+        with connect(pa) as sa:
+            base = (1 << F_VERSION_1) | (1 << F_PROTOCOL)
+            ran_a = handshake(sa, base) and start_ring(sa)
+            with connect(pb) as sb:
+                t0 = time.time()
+                ran_b = handshake(sb, base) and start_ring(sb)
+                took = time.time() - t0
+                check("a second bridge on a running backend does not start its rings "
+                      "(%s), waits --lock-timeout (1 s: %.1f s) and says why" % (ran_b, took),
+                      ran_a and not ran_b and took >= 0.9 and
+                      "still locked after 1 s" in b.text(), a.text() + b.text())
+                stopped = stop_ring(sa)
+                ran_b = stop_ring(sb) and start_ring(sb)
+                check("  once the first stops its rings, they start (%s, %s)" % (stopped, ran_b),
+                      stopped and ran_b, b.text())
+                # The rings of b run: a's start waits for them.
+                c = Bridge("lock-c", ["--backend", be, "--no-kernel", "--socket",
+                                      socket_path("lock-c"), "--lock-timeout", "0"],
+                           wait_socket=True)
+                with connect(socket_path("lock-c")) as sc:
+                    ran_c = handshake(sc, base) and start_ring(sc)
+                check("  --lock-timeout 0: no lock, a third starts beside it (%s)" % ran_c,
+                      ran_c, c.text())
+        b.proc.kill()
+        b.proc.wait()
+        d = Bridge("lock-d", ["--backend", be, "--no-kernel", "--socket",
+                              socket_path("lock-d"), "--lock-timeout", "5"],
+                   wait_socket=True)
+        try:
+            with connect(socket_path("lock-d")) as sd:
+                ran_d = handshake(sd, base) and start_ring(sd)
+            check("  a bridge killed with its rings running leaves the lock to the next "
+                  "(no device of its own here) (%s)" % ran_d,
+                  ran_d and "locked by another" not in d.text(), d.text())
+        finally:
+            d.stop()
+    finally:
+        a.stop()
+        b.stop()
+        if c:
+            c.stop()
+
+
+def test_resume_at_used(be):
+    """A ring starts at its used index when QEMU's base lags behind it."""
+    path = socket_path("resume")
+    b = Bridge("resume", ["--backend", be, "--no-kernel", "-v", "--socket", path],
+               wait_socket=True)
+    base = (1 << F_VERSION_1) | (1 << F_PROTOCOL)
+    try:
+        with connect(path) as s:
+            ran = handshake(s, base) and start_ring(s, used_idx=7)
+            r = call(s, GET_VRING_BASE, struct.pack("<II", 0, 0))
+            pos = struct.unpack("<II", r[2])[1] if r and len(r[2]) == 8 else None
+        check("a ring whose used index (7) is ahead of QEMU's base (0) starts at the "
+              "used index, and says so (GET_VRING_BASE: %s)" % pos,
+              ran and pos == 7 and
+              "ring 0: resuming at used index 7, not at base 0" in b.text(), b.text())
+        mark = len(b.text())
+        with connect(path) as s:
+            ran = handshake(s, base) and start_ring(s, used_idx=0)
+            r = call(s, GET_VRING_BASE, struct.pack("<II", 0, 0))
+            pos = struct.unpack("<II", r[2])[1] if r and len(r[2]) == 8 else None
+        check("  a ring whose used index is the base starts there, nothing logged (%s)" % pos,
+              ran and pos == 0 and "resuming" not in b.text()[mark:], b.text())
     finally:
         b.stop()
 
@@ -910,8 +993,9 @@ def main():
         for t in (test_command_line, test_socket_options, test_fd_passing,
                   test_activation, test_single_open, test_memory_fds,
                   test_timeouts, test_sigterm_blocked_reply, test_accept_errors,
-                  test_writeback_without_flush, test_resize, test_migration_log,
-                  test_user):
+                  test_writeback_without_flush, test_backend_lock,
+                  test_resume_at_used, test_resize,
+                  test_migration_log, test_user):
             try:
                 t(be)
             except Exception as e:	# a test that breaks is a failure, the rest run

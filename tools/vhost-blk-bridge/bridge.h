@@ -29,6 +29,7 @@ struct bridge_opts {
 	int listen_fd;			/* --fd: a listening socket passed in */
 	const char *user;		/* drop to this user after setup */
 	unsigned int timeout;		/* seconds, see --timeout */
+	unsigned int lock_timeout;	/* seconds, see --lock-timeout; 0: none */
 	const char *backend_path;
 	const char *vhost_path;		/* default /dev/vhost-blk */
 	const char *serial;
@@ -131,6 +132,7 @@ struct vdev {
 	uint64_t dry_capacity;	/* no-kernel mode: sectors */
 	unsigned int dry_queues;
 	bool dry_ro;
+	unsigned int dry_base[VHOST_BLK_MAX_QUEUES];	/* rings' positions */
 	bool workers_tried;
 };
 

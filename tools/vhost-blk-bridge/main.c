@@ -41,6 +41,7 @@
 #include "bridge.h"
 
 #define DEFAULT_TIMEOUT		30
+#define DEFAULT_LOCK_TIMEOUT	60
 #define DEFAULT_SOCKET_MODE	0600
 #define GROUP_SOCKET_MODE	0660
 
@@ -116,6 +117,11 @@ static void usage(FILE *f)
 "                        slower (0..%d us; 0: answer every notification at\n"
 "                        once; default: vhost_blk's batch_delay_us parameter)\n"
 "      --buffered        use the page cache (default: O_DIRECT)\n"
+"      --lock-timeout SEC  while the rings run, the backend is locked (flock);\n"
+"                        a bridge started again waits up to SEC seconds for\n"
+"                        the device of the one before it to finish with the\n"
+"                        backend (0..3600, default %d; 0: no lock, for a\n"
+"                        disk shared on purpose)\n"
 "      --vhost-dev PATH  vhost-blk device node (default /dev/vhost-blk)\n"
 "      --once            exit after the first session ends\n"
 "      --no-kernel       testing only: speak vhost-user without a device\n"
@@ -127,7 +133,8 @@ static void usage(FILE *f)
 "  -numa node,memdev=mem -chardev socket,id=c0,path=PATH\n"
 "  -device vhost-user-blk-pci,chardev=c0,num-queues=N\n",
 		BRIDGE_NAME, DEFAULT_TIMEOUT, VHOST_BLK_MAX_QUEUES,
-		VHOST_BLK_SERIAL_LEN, VHOST_BLK_BATCH_DELAY_MAX);
+		VHOST_BLK_SERIAL_LEN, VHOST_BLK_BATCH_DELAY_MAX,
+		DEFAULT_LOCK_TIMEOUT);
 }
 
 bool bridge_stopping(void)
@@ -458,6 +465,7 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 enum {
 	OPT_BUFFERED = 256, OPT_VHOST_DEV, OPT_NO_KERNEL, OPT_ONCE,
 	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD, OPT_BATCH_DELAY,
+	OPT_LOCK_TIMEOUT,
 };
 
 static const struct option long_opts[] = {
@@ -473,6 +481,7 @@ static const struct option long_opts[] = {
 	{ "serial", required_argument, NULL, 'S' },
 	{ "batch-delay-us", required_argument, NULL, OPT_BATCH_DELAY },
 	{ "buffered", no_argument, NULL, OPT_BUFFERED },
+	{ "lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT },
 	{ "vhost-dev", required_argument, NULL, OPT_VHOST_DEV },
 	{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
 	{ "once", no_argument, NULL, OPT_ONCE },
@@ -499,6 +508,7 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 	o->socket_mode = -1;
 	o->listen_fd = -1;
 	o->timeout = DEFAULT_TIMEOUT;
+	o->lock_timeout = DEFAULT_LOCK_TIMEOUT;
 	while ((c = getopt_long(argc, argv, "s:u:t:b:rq:S:vh", long_opts,
 				NULL)) != -1) {
 		switch (c) {
@@ -556,6 +566,11 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 				return bad_arg("--batch-delay-us",
 					       "0..10000 microseconds", optarg);
 			o->batch_delay_us = v;
+			break;
+		case OPT_LOCK_TIMEOUT:
+			if (parse_uint(optarg, 0, 3600, &o->lock_timeout, 10))
+				return bad_arg("--lock-timeout", "0..3600 seconds",
+					       optarg);
 			break;
 		case OPT_BUFFERED:
 			o->buffered = true;

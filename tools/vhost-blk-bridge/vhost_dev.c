@@ -188,6 +188,9 @@ int vdev_set_vring_base(struct vdev *d, unsigned int idx, unsigned int base)
 {
 	struct vhost_vring_state s = { .index = idx, .num = base };
 
+	/* No-kernel mode keeps the position, as the device would. */
+	if (d->no_kernel && idx < VHOST_BLK_MAX_QUEUES)
+		d->dry_base[idx] = base;
 	return xioctl(d, VHOST_SET_VRING_BASE, &s, "VHOST_SET_VRING_BASE");
 }
 
@@ -197,6 +200,8 @@ int vdev_get_vring_base(struct vdev *d, unsigned int idx, unsigned int *base)
 	int ret = xioctl(d, VHOST_GET_VRING_BASE, &s, "VHOST_GET_VRING_BASE");
 
 	*base = s.num;
+	if (d->no_kernel && idx < VHOST_BLK_MAX_QUEUES)
+		*base = d->dry_base[idx];
 	return ret;
 }
 

@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -175,6 +177,7 @@ struct vu_ring {
 	bool enabled;
 	bool stopped;		/* GET_VRING_BASE seen since last setup */
 	struct vhost_vring_addr qaddr;	/* as QEMU sent it */
+	struct vring_used *used;	/* the used ring, as mapped here */
 };
 
 struct session {
@@ -575,6 +578,79 @@ static void sync_capacity(struct session *s)
 		notify_config_change(s);
 }
 
+/*
+ * While the rings run, the backend fd the device uses holds an exclusive
+ * flock.  The kernel device keeps that open file, and with it the lock,
+ * until it is released, after its last request has completed and been
+ * published: a bridge killed and started again finds the lock held until
+ * the old device is gone, and waits for it (up to --lock-timeout).
+ */
+static int lock_backend(struct session *s, int fd)
+{
+	unsigned int wait = s->br->opts->lock_timeout;
+	long long deadline = bridge_now_ms() + wait * 1000LL;
+	const struct timespec step = { 0, 10 * 1000 * 1000 };
+	bool told = false;
+
+	if (!wait)
+		return 0;
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		int err = errno;
+
+		if (err != EWOULDBLOCK) {
+			log_msg("cannot lock the backend: %s", strerror(err));
+			return -err;
+		}
+		if (bridge_stopping() || bridge_now_ms() >= deadline) {
+			log_msg("the backend is still locked after %u s: another device runs on it; not starting the rings",
+				wait);
+			return -EBUSY;
+		}
+		if (!told)
+			log_msg("the backend is locked by another device (a bridge before this one, completing its requests?): waiting up to %u s",
+				wait);
+		told = true;
+		nanosleep(&step, NULL);
+	}
+	if (told)
+		log_msg("the backend is free: starting the rings");
+	return 0;
+}
+
+/*
+ * Each ring resumes at its used index.  This device drains its rings
+ * whenever they stop, so every request it fetched is in the used ring, and
+ * the used index is where the device before it left off.  The front-end's
+ * base says the same, but for a back-end that went away without stopping
+ * the rings (a bridge killed): QEMU then takes the used index at the
+ * moment it sees the connection close, while the old device may still be
+ * completing requests, and a base that lags would have them fetched again.
+ * With the backend locked, the old device is gone and its index final.
+ */
+static int resume_rings(struct session *s)
+{
+	unsigned int i, base;
+	uint16_t used;
+
+	for (i = 0; i < nqueues(s); i++) {
+		struct vu_ring *vr = &s->vr[i];
+
+		if (!vr->addr_set || !vr->used)
+			continue;
+		if (vdev_get_vring_base(&s->dev, i, &base))
+			return -EIO;
+		used = le16toh(__atomic_load_n(&vr->used->idx,
+					       __ATOMIC_ACQUIRE));
+		if (used == (uint16_t)base)
+			continue;
+		log_msg("ring %u: resuming at used index %u, not at base %u: a device before this one completed requests after the front-end last looked",
+			i, used, base);
+		if (vdev_set_vring_base(&s->dev, i, used))
+			return -EIO;
+	}
+	return 0;
+}
+
 static int attach(struct session *s)
 {
 	struct bridge *br = s->br;
@@ -583,16 +659,23 @@ static int attach(struct session *s)
 
 	if (s->attached)
 		return 0;
-	ret = vdev_set_backend(&s->dev, fd, br->be.readonly,
-			       nqueues(s), br->opts->serial);
-	if (!ret) {
-		s->attached = true;
-		s->attached_fd = fd;
-		log_dbg("rings started (%s)", effective_wce(s) ?
-			"write-back" : "write-through, O_DSYNC");
-		sync_capacity(s);
+	ret = lock_backend(s, fd);
+	if (ret)
+		return ret;
+	ret = resume_rings(s);
+	if (!ret)
+		ret = vdev_set_backend(&s->dev, fd, br->be.readonly,
+				       nqueues(s), br->opts->serial);
+	if (ret) {
+		flock(fd, LOCK_UN);
+		return ret;
 	}
-	return ret;
+	s->attached = true;
+	s->attached_fd = fd;
+	log_dbg("rings started (%s)", effective_wce(s) ?
+		"write-back" : "write-through, O_DSYNC");
+	sync_capacity(s);
+	return 0;
 }
 
 static int detach(struct session *s)
@@ -604,6 +687,8 @@ static int detach(struct session *s)
 	ret = vdev_set_backend(&s->dev, -1, false, nqueues(s), NULL);
 	if (!ret) {
 		s->attached = false;
+		/* Drained: nothing of this device touches the backend now. */
+		flock(s->attached_fd, LOCK_UN);
 		log_dbg("rings stopped and drained");
 	}
 	return ret;
@@ -941,6 +1026,7 @@ static int do_vring_addr(struct session *s, struct vu_msg *m)
 	if (ret)
 		return ret;
 	vr->qaddr = *qa;
+	vr->used = u;
 	vr->addr_set = true;
 	return update_running(s);
 }

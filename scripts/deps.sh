@@ -232,7 +232,7 @@ deps_test() {
 	# Tools for the VM harness and the tests (systemd's socket activator and
 	# udevd go into the L2 image for 44-real-host).
 	apt_install bc cpio zstd gzip busybox-static fio sparse gnuplot-nox e2fsprogs \
-		util-linux perl python3 socat jq strace procps file git systemd udev
+		util-linux perl python3 socat jq strace procps file git systemd udev dmsetup
 	# QEMU 10.0 (bookworm's 7.2 TCG crashes the 6.12 kernel about one boot in four).
 	apt_install -t bookworm-backports qemu-system-x86 qemu-utils qemu-block-extra ipxe-qemu seabios
 	# qemu-storage-daemon lives in qemu-system-common on bookworm-backports.

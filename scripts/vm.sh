@@ -74,7 +74,7 @@ imgdir=$BUILD/img/$rel
 mkdir -p "$imgdir"
 vmtools=$TOP/scripts/vm
 common_bins=("${VM_COMMON_BINS[@]}")
-l2_mods="virtio_pci virtio_blk vhost vhost_iotlb null_blk brd loop kvm_amd ext4 tun"
+l2_mods="virtio_pci virtio_blk vhost vhost_iotlb null_blk brd loop kvm_amd ext4 tun dm_delay"
 tool_bins=()
 vbmark=$TOP/tools/cost-plugin/vbmark
 for t in "$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" "$vbmark"; do
@@ -122,7 +122,7 @@ l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "
 if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	echo "vm.sh: building L2 image for $rel" >&2
 	bargs=(); for b in "${common_bins[@]}" qemu-system-x86_64 qemu-img qemu-storage-daemon \
-		losetup socat tail; do bargs+=(--bin "$b"); done
+		losetup socat tail dmsetup; do bargs+=(--bin "$b"); done
 	xtra=(--file "$warnko:/root/harness_warn.ko")
 	"$vmtools/mkinitramfs" --kernel "$rel" --root "$kroot" --out "$imgdir/l2.img" --modules "$l2_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \

@@ -18,6 +18,7 @@
 # order the dying bridge's files are closed in makes rare. That case is
 # tested on its own: selftests/bridge/bridge-test.py.)
 set -u
+export DM_DISABLE_UDEV=1
 E2E=${E2E_DIR:-/src/selftests/e2e}
 D=/tmp/restart
 fail=0
@@ -32,7 +33,7 @@ cleanup() {
 	[ -n "$l3" ] && kill "$l3" 2>/dev/null
 	[ -n "$bridge" ] && kill "$bridge" 2>/dev/null
 	wait 2>/dev/null
-	dmsetup remove restart 2>/dev/null
+	timeout 60 dmsetup remove --noudevsync restart 2>/dev/null
 	[ -d $NB ] && { echo 0 >$NB/power; rmdir $NB; } 2>/dev/null
 	rmmod null_blk 2>/dev/null
 	rmmod vhost_blk 2>/dev/null
@@ -69,10 +70,12 @@ if mkdir $NB && echo 512 >$NB/size && echo 1 >$NB/memory_backed &&
 	nb=/dev/restart
 	[ -b $nb ] || nb=/dev/nullb$(cat $NB/index)
 	# delay: reads after 30 ms, writes (and flushes) after 5 ms.
-	# (no udev here: dmsetup mknodes makes /dev/mapper/restart)
-	[ -b "$nb" ] && dmsetup create restart --table \
+	# dmsetup without udev (a test before may have left udev's control
+	# socket behind; dmsetup would wait for its events forever): it makes
+	# the /dev/mapper node itself.
+	[ -b "$nb" ] && timeout 60 dmsetup create --noudevsync restart --table \
 		"0 $((512 << 11)) delay $nb 0 30 $nb 0 5" &&
-		dmsetup mknodes restart && dev=/dev/mapper/restart
+		timeout 60 dmsetup mknodes restart && dev=/dev/mapper/restart
 fi
 [ -b "${dev:-}" ] || { nok "a memory-backed null_blk behind dm-delay"; exit 1; }
 check "bridge starts on $dev" start_bridge || { cat $D/bridge-1.log; exit 1; }

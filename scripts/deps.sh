@@ -233,6 +233,10 @@ deps_test() {
 	# udevd go into the L2 image for 44-real-host).
 	apt_install bc cpio zstd gzip busybox-static fio sparse gnuplot-nox e2fsprogs \
 		util-linux perl python3 socat jq strace procps file git systemd udev dmsetup
+	# Network storage for selftests/l2/48-netstore.sh (vm.sh carries them into
+	# the L2 image): iproute2's ip (veth, namespaces), the NBD client and
+	# open-iscsi's initiator; the servers are qemu-nbd and the kernel's LIO.
+	apt_install iproute2 nbd-client open-iscsi
 	# QEMU 10.0 (bookworm's 7.2 TCG crashes the 6.12 kernel about one boot in four).
 	apt_install -t bookworm-backports qemu-system-x86 qemu-utils qemu-block-extra ipxe-qemu seabios
 	# qemu-storage-daemon lives in qemu-system-common on bookworm-backports.

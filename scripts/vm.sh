@@ -75,6 +75,8 @@ mkdir -p "$imgdir"
 vmtools=$TOP/scripts/vm
 common_bins=("${VM_COMMON_BINS[@]}")
 l2_mods="virtio_pci virtio_blk vhost vhost_iotlb null_blk brd loop kvm_amd ext4 tun dm_delay"
+# network storage (selftests/l2/48-netstore.sh, the bench's nbd backend)
+l2_mods+=" veth nbd iscsi_tcp sd_mod target_core_mod target_core_file iscsi_target_mod"
 tool_bins=()
 vbmark=$TOP/tools/cost-plugin/vbmark
 for t in "$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" "$vbmark"; do
@@ -115,9 +117,17 @@ hk_bins=(/lib/systemd/systemd-udevd /usr/bin/udevadm /usr/bin/systemd-socket-act
 if ls "${hk_bins[@]}" >/dev/null 2>&1; then
 	for b in "${hk_bins[@]}"; do hostkit+=(--bin "$b"); done
 fi
-l2key=$(inputs_hash "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" \
+# Network storage for selftests/l2/48-netstore.sh (make deps): iproute2's ip
+# (busybox's has no veth), util-linux's unshare and nsenter, the NBD client
+# and server, open-iscsi's initiator. Without them the test skips.
+netkit=()
+nk_bins=()
+for b in ip unshare nsenter qemu-nbd nbd-client iscsid iscsiadm; do
+	b=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v $b) && nk_bins+=("$b") && netkit+=(--bin "$b")
+done
+l2key=$(inputs_hash "$l2_mods" "$imgdir/l3.img" "${kos[@]}" "$TOP/selftests" "$TOP/bench" "$vmtools" \
 	"$TOP/tools/vhost-blk-bridge/vhost-blk-bridge" "$TOP/selftests/vhost_blk/vhost_blk_test" \
-	"$warnko" /usr/sbin/libvirtd "$lvdrv" "${hk_bins[@]}" "$KERNELS_DIR/$rel/.complete" \
+	"$warnko" /usr/sbin/libvirtd "$lvdrv" "${hk_bins[@]}" "${nk_bins[@]}" "$KERNELS_DIR/$rel/.complete" \
 	"$TOP/scripts/install-post.sh" "$vbmark")
 if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	echo "vm.sh: building L2 image for $rel" >&2
@@ -126,7 +136,7 @@ if [ "$(cat "$imgdir/l2.key" 2>/dev/null)" != "$l2key" ]; then
 	xtra=(--file "$warnko:/root/harness_warn.ko")
 	"$vmtools/mkinitramfs" --kernel "$rel" --root "$kroot" --out "$imgdir/l2.img" --modules "$l2_mods" \
 		--ko "${kos[0]}" --ko "${kos[1]}" "${bargs[@]}" "${tool_bins[@]}" "${fw[@]}" "${xtra[@]}" \
-		"${lvirt[@]}" "${hostkit[@]}" --file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
+		"${lvirt[@]}" "${hostkit[@]}" "${netkit[@]}" --file "$TOP/selftests:/src/selftests" --file "$TOP/bench:/src/bench" \
 		--file "$vmtools/vmrun:/usr/bin/vmrun" --file "$vmtools/l3run:/usr/bin/l3run" \
 		--file "$TOP/scripts/install-post.sh:/src/scripts/install-post.sh" \
 		--file "$kimage:/l3/vmlinuz" --file "$imgdir/l3.img:/l3/initrd.img"

@@ -1,0 +1,211 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# selftests/e2e/netstore-guest.sh BOUND SERIAL...: the L3 half of
+# selftests/l2/48-netstore.sh. Each SERIAL is a vhost-user disk whose
+# backend in L2 is a network block device (NBD, iSCSI) on a server in
+# another network namespace. BOUND is the most seconds any I/O may take to
+# end, completed or failed, while the network or the server is down.
+#
+# 1. Per guest path (virtio_blk_bio use_bio=0, then 1), on every disk: fio
+#    random writes of mixed sizes with verify=crc32c on a region of the
+#    path's own, then (use_bio=0) mkfs, a file workload with fsync, fsck.
+# 2. With use_bio=1 loaded, on every disk:
+#    - F: 16 MiB written and flushed (fio end_fsync); L2 reads it back
+#      through new connections after everything below.
+#    - short cut: writes with verify across a link cut shorter than the
+#      initiators' timeouts ("NETSTORE-CUT short"): every block verifies,
+#      no I/O error.
+#    - server restart: L2 kills the servers and starts them again under
+#      writes ("NETSTORE-KILL"); each fio must end within BOUND seconds,
+#      with its I/O completed or failed (EIO), never hung. Then
+#      ("NETSTORE-REVIVE") L2 connects NBD again under a new bridge, and
+#      every disk must serve reads again.
+#    - long cut: the link stays down longer than the timeouts
+#      ("NETSTORE-CUT long"); the same rule.
+#    The counts of failed I/Os are printed; which disk fails is the
+#    initiator's business (the docs say what each does).
+set -u
+bound=$1
+shift
+serials=("$@")
+. /src/selftests/virtio_blk_bio/lib.sh
+
+[ -d /sys/module/virtio_pci ] || modprobe virtio_pci 2>/dev/null
+
+declare -A dev
+find_disks() {
+	local i s d
+	for i in $(seq 100); do
+		for s in "${serials[@]}"; do
+			d=$(disk_by_serial "$s") && dev[$s]=/dev/$d
+		done
+		[ ${#dev[@]} = ${#serials[@]} ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+fio_ok() { # OUT
+	grep -E "err=|verify:" "$1" | head -4
+	! grep -q "err= *[1-9]" "$1"
+}
+
+fio_raw() { # DEV OFFSET
+	fio --name=raw --filename="$1" --direct=1 --ioengine=libaio --iodepth=16 \
+		--numjobs=2 --offset="$2" --offset_increment=8m --size=8m \
+		--rw=randwrite --bssplit=4k/40:16k/30:64k/30 \
+		--verify=crc32c --verify_fatal=1 --do_verify=1 >/tmp/fio-raw.out 2>&1 &&
+		fio_ok /tmp/fio-raw.out
+}
+
+fs_work() { # DEV
+	mkdir -p /mnt/t
+	mkfs.ext4 -q -F "$1" 48m || return 1
+	mount -t ext4 "$1" /mnt/t || return 1
+	fio --name=fs --directory=/mnt/t --nrfiles=4 --size=8m --bs=4k \
+		--rw=randwrite --ioengine=psync --fsync=4 --verify=crc32c \
+		--verify_fatal=1 --do_verify=1 >/tmp/fio-fs.out 2>&1
+	local rc=$?
+	umount /mnt/t || return 1
+	[ $rc = 0 ] && fio_ok /tmp/fio-fs.out || return 1
+	e2fsck -fn "$1"
+}
+
+ERR_RE='I/O error|virtio_blk_bio.*(timed out|timeout|broken)'
+io_errors() {
+	dmesg | grep -cE "$ERR_RE"
+}
+
+# The region L2 reads back (same fio job: 48-netstore.sh).
+FLUSHED_JOB=(--name=flushed --direct=1 --ioengine=libaio --iodepth=8 --rw=write
+	     --bs=64k --offset=160m --size=16m --verify=crc32c)
+
+# writes_until S DEV... : on each DEV, fio writes (verify=crc32c) at 100 a
+# second for S seconds on the region at 96 MiB, all at once; their status
+# in /tmp/cut-N.rc, output in /tmp/cut-N.out; the seconds each took in
+# /tmp/cut-N.sec.
+writes_until() {
+	local s=$1 n=0 d
+	shift
+	for d in "$@"; do
+		(
+			t0=$(cut -d. -f1 /proc/uptime)
+			fio --name=cut --filename="$d" --direct=1 --ioengine=libaio \
+				--iodepth=8 --rw=randwrite --bs=4k --offset=96m \
+				--size=32m --rate_iops=100 --time_based --runtime="$s" \
+				--verify=crc32c --verify_fatal=1 --do_verify=1 \
+				>/tmp/cut-$n.out 2>&1
+			echo $? >/tmp/cut-$n.rc
+			echo $(( $(cut -d. -f1 /proc/uptime) - t0 )) >/tmp/cut-$n.sec
+		) &
+		n=$((n + 1))
+	done
+}
+
+# ended_within SEC N: the N writers all ended within SEC seconds (from
+# now); 1 if any still runs.
+ended_within() {
+	local i k
+	for i in $(seq $(($1 * 4))); do
+		k=0
+		for j in $(seq 0 $(($2 - 1))); do
+			[ -f /tmp/cut-$j.sec ] && k=$((k + 1))
+		done
+		[ $k = "$2" ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+
+report() { # PHASE N
+	local j
+	for j in $(seq 0 $(($2 - 1))); do
+		echo "# $1: ${serials[$j]}: fio status $(cat /tmp/cut-$j.rc 2>/dev/null)," \
+			"$(cat /tmp/cut-$j.sec 2>/dev/null) s," \
+			"$(grep -oE 'err= *[0-9]+[^:]*' /tmp/cut-$j.out | head -n 1)"
+		grep -m 3 -E 'error|verify' /tmp/cut-$j.out | sed 's/^/#   /'
+	done
+}
+
+n=${#serials[@]}
+round=0
+for path in 0 1; do
+	P="use_bio=$path: "
+	if ! modprobe virtio_blk_bio use_bio=$path || ! find_disks; then
+		nok "the disks appear (${serials[*]})"
+		break
+	fi
+	for s in "${serials[@]}"; do
+		[ $path = 0 ] && check "$s: mkfs, file workload with fsync, fsck clean" fs_work "${dev[$s]}"
+		check "$s: fio randwrite mixed sizes, 2 jobs, verify=crc32c" \
+			fio_raw "${dev[$s]}" $((64 + path * 16))m
+	done
+	if [ $path = 0 ]; then
+		rmmod virtio_blk_bio || nok "rmmod virtio_blk_bio"
+		dev=()
+	fi
+done
+[ ${#dev[@]} = $n ] || { echo "NETSTORE-DONE"; exit 1; }
+
+P="use_bio=1: "
+errs0=$(io_errors)
+for s in "${serials[@]}"; do
+	check "$s: 16 MiB written, verified and flushed before the failures" \
+		fio --filename="${dev[$s]}" "${FLUSHED_JOB[@]}" --do_verify=1 --end_fsync=1
+done
+
+rm -f /tmp/cut-*
+devs=()
+for s in "${serials[@]}"; do devs+=("${dev[$s]}"); done
+writes_until 15 "${devs[@]}"
+sleep 3
+echo "NETSTORE-CUT short"
+ended_within 60 $n
+report "short cut" $n
+for j in $(seq 0 $((n - 1))); do
+	check "${serials[$j]}: every write across a short link cut verifies" \
+		eval "[ \"\$(cat /tmp/cut-$j.rc)\" = 0 ] && fio_ok /tmp/cut-$j.out"
+done
+errs=$(( $(io_errors) - errs0 ))
+check "no I/O error in the kernel log across the short cut ($errs)" test $errs = 0
+
+# reads_again SEC DEV: DEV serves reads again within SEC seconds.
+reads_again() {
+	local i
+	for i in $(seq "$1"); do
+		dd if="$2" of=/dev/null bs=4k count=16 iflag=direct 2>/dev/null && return 0
+		sleep 1
+	done
+	return 1
+}
+
+for phase in "KILL:server restart" "CUT long:long cut"; do
+	rm -f /tmp/cut-*
+	writes_until 10 "${devs[@]}"
+	sleep 3
+	echo "NETSTORE-${phase%%:*}"
+	check "${phase#*:}: every writer ended within $bound s" ended_within $((bound + 10)) $n
+	report "${phase#*:}" $n
+	[ "${phase%%:*}" = KILL ] || continue
+	# L2 connects NBD again (a new bridge; QEMU reconnects); iSCSI
+	# recovers by itself.
+	echo "NETSTORE-REVIVE"
+	for s in "${serials[@]}"; do
+		check "$s: serves I/O again after the server restart" reads_again 90 "${dev[$s]}"
+	done
+done
+echo "NETSTORE-END"
+# L2 brings the link up again, then tells us: a disk whose initiator
+# recovered serves I/O again (printed, not judged here).
+sleep 5
+for s in "${serials[@]}"; do
+	if bounded $bound dd if="${dev[$s]}" of=/dev/null bs=4k count=16 iflag=direct; then
+		echo "# $s: reads after the failures: ok"
+	else
+		echo "# $s: reads after the failures: failed ($(tail -n 1 /tmp/bounded.out))"
+	fi
+done
+P=""
+check "rmmod virtio_blk_bio" rmmod virtio_blk_bio
+echo "NETSTORE-DONE"
+[ $fails = 0 ]

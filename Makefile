@@ -163,7 +163,7 @@ check:
 demo:
 	scripts/demo.sh $(if $(KERNEL),--kernel $(KERNEL))
 
-# KERNELS=6.12 (default) QUICK=1 REPS=3 ROWS="..." BACKENDS="nullb nullb-lat file" IOS=8192,
+# KERNELS=6.12 (default) QUICK=1 REPS=3 ROWS="..." BACKENDS="nullb nullb-lat file nbd" IOS=8192,
 # and the variables of Documentation/benchmarks.rst ("Running it"), passed on to scripts/bench.sh
 bench:
 	KERNELS="$(or $(KERNELS),6.12)" QUICK="$(QUICK)" scripts/bench.sh

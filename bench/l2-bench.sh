@@ -13,7 +13,9 @@
 #   selftest-load   host only: vhost_blk_test's load mode on /dev/vhost-blk
 # Backing devices (BACKENDS): nullb (null_blk, irqmode=0: completes inline),
 # nullb-lat (null_blk completing from a timer NULLB_LAT_NS, default 30 us, later)
-# and file (a file on ext4 on a brd RAM disk); the last two with a shorter
+# file (a file on ext4 on a brd RAM disk) and nbd (nullb0 served by qemu-nbd
+# from a network namespace of its own over veth, attached by nbd-client:
+# bench/netns.sh); the last three with a shorter
 # workload list and only the rows of the targets. REPEAT_ROW=ROW (default
 # qemu-native; empty: none) measures ROW again at the end of the first backend
 # (nullb unless BACKENDS says otherwise), as ROW@2,
@@ -44,7 +46,7 @@ if [ "$QUICK" = 1 ]; then
 	REPEAT_WORKLOADS=${REPEAT_WORKLOADS-${1:-4k-randread-qd32}}
 	set --
 else
-	BACKENDS=${BACKENDS:-nullb nullb-lat file}
+	BACKENDS=${BACKENDS:-nullb nullb-lat file nbd}
 	FILE_ROWS=${ROWS:-$TARGET_ROWS}
 	REPEAT_ROW=${REPEAT_ROW-qemu-native}
 	ROWS=${ROWS:-native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-blk-mq vhost-blk-bio selftest-load}
@@ -329,6 +331,21 @@ for backend in $BACKENDS; do
 		mkfs.ext4 -q -F /dev/ram0 && mkdir -p /mnt/bench && mount /dev/ram0 /mnt/bench || continue
 		fallocate -l 1G /mnt/bench/disk.img || continue
 		dev=/mnt/bench/disk.img; wlq=1 ;;
+	nbd)
+		# Network storage: the same null_blk behind an NBD hop, so the
+		# rows show what the network costs (the server a host of its
+		# own: a network namespace, veth).
+		. $here/netns.sh
+		if ! command -v nbd-client >/dev/null || ! command -v qemu-nbd >/dev/null ||
+		   [ ! -x "$NETNS_IP" ]; then
+			note "no nbd-client, qemu-nbd or iproute2's ip: no nbd backend"; continue
+		fi
+		modprobe nbd || continue
+		if ! netns_up || ! nbd_serve /dev/nullb0 bench --cache=none --aio=native ||
+		   ! nbd_attach /dev/nbd0 bench 30; then
+			note "cannot serve null_blk over NBD"; netns_down; continue
+		fi
+		dev=/dev/nbd0; wlq=1 ;;
 	*) note "unknown backend $backend"; continue ;;
 	esac
 	note "backend $backend: $dev"
@@ -454,6 +471,11 @@ for backend in $BACKENDS; do
 		WORKLOADS=$run_wls
 	done
 	if [ $backend = file ]; then umount /mnt/bench; rmmod brd; fi
+	if [ $backend = nbd ]; then
+		nbd-client -d /dev/nbd0 >/dev/null
+		kill "$NBD_SRV_PID"; wait "$NBD_SRV_PID" 2>/dev/null
+		netns_down
+	fi
 done
 # On a host (HOST_MODE=1), leave no test device behind.
 if [ "${HOST_MODE:-0}" = 1 ]; then

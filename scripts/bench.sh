@@ -5,7 +5,7 @@
 # writes results/<date>-<kernel>/: fio's JSON per run, table.md, cost.tsv, plots.
 # QUICK=1: null_blk only, the target rows, fewer workloads, one of them measured
 # again in a new L3 boot (REPEAT_ROW@2; about 10 minutes).
-# REPS=N (default 3), ROWS="...", BACKENDS="nullb nullb-lat file" restrict what runs,
+# REPS=N (default 3), ROWS="...", BACKENDS="nullb nullb-lat file nbd" restrict what runs,
 # WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, IOS=N the I/Os
 # of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048), BASE_REPS
 # the counted base runs of each workload (default 3, QUICK=1: 1; benchmarks.rst).

@@ -15,8 +15,8 @@
 # nullb-lat (null_blk completing from a timer NULLB_LAT_NS, default 30 us, later)
 # file (a file on ext4 on a brd RAM disk) and nbd (nullb0 served by qemu-nbd
 # from a network namespace of its own over veth, attached by nbd-client:
-# bench/netns.sh); the last three with a shorter
-# workload list and only the rows of the targets. REPEAT_ROW=ROW (default
+# bench/netns.sh; nullb's workloads, the rows of the targets); nullb-lat and
+# file with a shorter workload list and only the rows of the targets. REPEAT_ROW=ROW (default
 # qemu-native; empty: none) measures ROW again at the end of the first backend
 # (nullb unless BACKENDS says otherwise), as ROW@2,
 # in a new L3 boot, with the module parameters REPEAT_PARAMS
@@ -345,7 +345,8 @@ for backend in $BACKENDS; do
 		   ! nbd_attach /dev/nbd0 bench 30; then
 			note "cannot serve null_blk over NBD"; netns_down; continue
 		fi
-		dev=/dev/nbd0; wlq=1 ;;
+		# (the workloads of nullb: the rows side by side)
+		dev=/dev/nbd0; wlq=$QUICK ;;
 	*) note "unknown backend $backend"; continue ;;
 	esac
 	note "backend $backend: $dev"

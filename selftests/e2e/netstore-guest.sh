@@ -8,7 +8,8 @@
 #
 # 1. Per guest path (virtio_blk_bio use_bio=0, then 1), on every disk: fio
 #    random writes of mixed sizes with verify=crc32c on a region of the
-#    path's own, then (use_bio=0) mkfs, a file workload with fsync, fsck.
+#    path's own, and mkfs, a file workload with fsync, fsck (on the first
+#    48 MiB).
 # 2. With use_bio=1 loaded, on every disk:
 #    - F: 16 MiB written and flushed (fio end_fsync); L2 reads it back
 #      through new connections after everything below.
@@ -136,7 +137,7 @@ for path in 0 1; do
 		break
 	fi
 	for s in "${serials[@]}"; do
-		[ $path = 0 ] && check "$s: mkfs, file workload with fsync, fsck clean" fs_work "${dev[$s]}"
+		check "$s: mkfs, file workload with fsync, fsck clean" fs_work "${dev[$s]}"
 		check "$s: fio randwrite mixed sizes, 2 jobs, verify=crc32c" \
 			fio_raw "${dev[$s]}" $((64 + path * 16))m
 	done

@@ -341,9 +341,12 @@ for backend in $BACKENDS; do
 			note "no nbd-client, qemu-nbd or iproute2's ip: no nbd backend"; continue
 		fi
 		modprobe nbd || continue
-		if ! netns_up || ! nbd_serve /dev/nullb0 bench --cache=none --aio=native ||
-		   ! nbd_attach /dev/nbd0 bench 30; then
-			note "cannot serve null_blk over NBD"; netns_down; continue
+		netns_up && nbd_serve /dev/nullb0 bench --cache=none --aio=native &&
+			nbd_attach /dev/nbd0 bench 30
+		if [ $? != 0 ]; then
+			note "cannot serve null_blk over NBD: $(tail -n 2 /tmp/qemu-nbd-bench.log 2>/dev/null)"
+			[ -n "$NBD_SRV_PID" ] && { kill "$NBD_SRV_PID"; wait "$NBD_SRV_PID"; } 2>/dev/null
+			netns_down; continue
 		fi
 		# (the workloads of nullb: the rows side by side)
 		dev=/dev/nbd0; wlq=$QUICK ;;

@@ -54,6 +54,7 @@ lio_up() {
 	# (configfs is a module here, loaded with the target's)
 	grep -q " /sys/kernel/config " /proc/mounts ||
 		mount -t configfs configfs /sys/kernel/config || return 1
+	lio=1	# (lio_down takes away whatever part was made)
 	mkdir -p $T/core/fileio_0/netstore &&
 		echo "fd_dev_name=$D/iscsi.img,fd_dev_size=$SIZE" >$T/core/fileio_0/netstore/control &&
 		echo 1 >$T/core/fileio_0/netstore/enable &&
@@ -63,8 +64,7 @@ lio_up() {
 		echo 1 >$G/attrib/generate_node_acls &&
 		echo 0 >$G/attrib/demo_mode_write_protect &&
 		in_netns mkdir $G/np/$SRV:3260 &&
-		echo 1 >$G/enable || return 1
-	lio=1
+		echo 1 >$G/enable
 }
 
 lio_down() {
@@ -93,16 +93,31 @@ iscsi_login() {
 	return 1
 }
 
+# gone SEC PID...: the PIDs have ended within SEC seconds.
+gone() {
+	local sec=$1 i p left
+	shift
+	for i in $(seq $((sec * 4))); do
+		left=0
+		for p in "$@"; do kill -0 "$p" 2>/dev/null && left=1; done
+		[ $left = 0 ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+
+# (Each step bounded: a bridge stuck in vhost_blk's drain waits for the
+# initiators, which disconnecting ends.)
 cleanup() {
 	local p
 	[ -n "$l3" ] && kill "$l3" 2>/dev/null
 	for p in "${bpid[@]}"; do kill "$p" 2>/dev/null; done
-	for p in $l3 "${bpid[@]}"; do wait "$p" 2>/dev/null; done
 	[ -n "$NETNS_PID" ] && $IP link set vh up 2>/dev/null
-	rmmod vhost_blk 2>/dev/null
-	nbd-client -d /dev/nbd0 >/dev/null 2>&1
-	nbd-client -d /dev/nbd1 >/dev/null 2>&1
+	timeout 30 nbd-client -d /dev/nbd0 >/dev/null 2>&1
+	timeout 30 nbd-client -d /dev/nbd1 >/dev/null 2>&1
 	timeout 30 iscsiadm -m node -U all >/dev/null 2>&1
+	gone 30 $l3 "${bpid[@]}"
+	rmmod vhost_blk 2>/dev/null
 	[ -n "$iscsid_pid" ] && kill "$iscsid_pid" 2>/dev/null
 	[ -n "$NBD_SRV_PID" ] && kill "$NBD_SRV_PID" 2>/dev/null
 	lio_down 2>/dev/null
@@ -164,7 +179,7 @@ QARGS=(-object memory-backend-memfd,id=mem,size=1G,share=on -numa node,memdev=me
        -chardev socket,id=c1,path=$D/iscsi.sock -device vhost-user-blk-pci,chardev=c1,num-queues=2)
 printf '#!/bin/sh\nexec bash %s/netstore-guest.sh %s net-nbd net-iscsi\n' "$E2E" $BOUND >$D/guest.sh
 prev=$(ls -d /tmp/l3run.* 2>/dev/null | sort -t. -k2 -n | tail -n 1)
-l3run -t 1200 $D/guest.sh "${QARGS[@]}" >$D/l3.out 2>&1 &
+l3run -t 600 $D/guest.sh "${QARGS[@]}" >$D/l3.out 2>&1 &
 l3=$!
 
 # What the guest asks for, each once.
@@ -187,7 +202,8 @@ restart_servers() {
 # guest waiting and reconnects to the new bridge (reconnect-ms).
 revive_nbd() {
 	echo "# NBD: bridge stopped, /dev/nbd0 connected again, bridge started again"
-	kill "${bpid[nbd]}"; wait "${bpid[nbd]}" 2>/dev/null
+	kill "${bpid[nbd]}"
+	gone 30 "${bpid[nbd]}" || { echo "# the NBD bridge did not stop"; return 1; }
 	rm -f $D/nbd.sock
 	nbd-client -d /dev/nbd0 >/dev/null 2>&1
 	nbd_attach /dev/nbd0 netstore $NBD_TIMEOUT && start_bridge nbd /dev/nbd0 && revived=1
@@ -240,7 +256,9 @@ check "the bridges stop within 30 s of SIGTERM" test $stopped = 1
 left=$(ls /sys/kernel/debug/vhost-blk 2>/dev/null | grep -c '^[0-9][0-9]*$')
 check "no vhost-blk device left behind ($left)" test "$left" = 0
 check "rmmod vhost_blk (no leaked references)" rmmod vhost_blk
-check "nbd-client -d ends the NBD session" timeout 30 nbd-client -d /dev/nbd0
+nbd_gone() { timeout 30 nbd-client -d /dev/nbd0 && gone_file 10 /sys/block/nbd0/pid; }
+gone_file() { local i; for i in $(seq $(($1 * 4))); do [ -e "$2" ] || return 0; sleep 0.25; done; return 1; }
+check "nbd-client -d ends the NBD session (no /sys/block/nbd0/pid)" nbd_gone
 check "iscsiadm logs out" timeout 60 iscsiadm -m node -T $IQN -p $SRV --logout
 
 # What the guest flushed before the failures reads back through new

@@ -15,6 +15,12 @@
  * closed, or is still open when QEMU exits (its guest died), is reported as
  * dropped and never merged into another.
  *
+ * Several threads of one workload (fio's jobs) can share a window: each
+ * enters it when its own I/O starts and leaves it when that ends. The first
+ * to enter opens the window, the last to leave closes it. An id entered
+ * again after its window closed (one job ended before another started) is
+ * reported as dropped: that workload's count would not be the whole of it.
+ *
  * Arguments: out=FILE (default stderr). Output, one line per event, tab
  * separated: "W id insns exits ns l1_other_cpus vcpu_insns vcpu_exits" for
  * a closed window, "D id reason" for a dropped one, "X id reason" for a
@@ -38,6 +44,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define VB_MAGIC	0x56420000u
 #define VB_OP_OPEN	1
 #define VB_OP_CLOSE	2
+#define VB_OP_ENTER	3
+#define VB_OP_LEAVE	4
 #define VB_MARK_LEN	7
 
 struct vb_cpu {
@@ -61,6 +69,9 @@ static struct qemu_plugin_register **rdi_handle;	/* per vCPU */
 /* The open window, under lock. */
 static bool win_open;
 static uint64_t win_id;
+static unsigned int win_users;		/* entered and not yet left */
+static bool last_valid;
+static uint64_t last_id;		/* the window closed last */
 static struct vb_snap *win_start;	/* per vCPU */
 static uint64_t win_ns;
 static long long win_host_busy, win_self_busy;
@@ -140,6 +151,7 @@ static void window_open(uint64_t id)
 		emit("D\t%" PRIu64 "\treopened-before-close\n", win_id);
 	win_open = true;
 	win_id = id;
+	win_users = 1;
 	host_ticks(&win_host_busy, &win_self_busy);
 	win_ns = now_ns();
 	snap(win_start);
@@ -163,6 +175,8 @@ static void window_close(uint64_t id)
 		return;
 	}
 	win_open = false;
+	last_valid = true;
+	last_id = id;
 	ci[0] = ce[0] = '\0';
 	for (i = 0; i < max_cpus; i++) {
 		uint64_t di = end[i].insns - win_start[i].insns;
@@ -207,10 +221,29 @@ static void mark_exec(unsigned int vcpu, void *udata)
 		return;
 
 	pthread_mutex_lock(&lock);
-	if (op == VB_OP_OPEN)
+	switch (op) {
+	case VB_OP_OPEN:
 		window_open(id);
-	else
+		break;
+	case VB_OP_CLOSE:
 		window_close(id);
+		break;
+	case VB_OP_ENTER:
+		if (win_open && id == win_id) {
+			win_users++;
+			break;
+		}
+		if (!win_open && last_valid && id == last_id)
+			emit("D\t%" PRIu64 "\tentered-after-close\n", id);
+		window_open(id);
+		break;
+	case VB_OP_LEAVE:
+		if (win_open && id == win_id && win_users > 1)
+			win_users--;
+		else
+			window_close(id);
+		break;
+	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -243,7 +276,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		disp = b[3] | b[4] << 8 | b[5] << 16 | (uint32_t)b[6] << 24;
 		if ((disp & 0xffff0000u) != VB_MAGIC)
 			continue;
-		if ((disp & 0xffff) != VB_OP_OPEN && (disp & 0xffff) != VB_OP_CLOSE)
+		if ((disp & 0xffff) < VB_OP_OPEN || (disp & 0xffff) > VB_OP_LEAVE)
 			continue;
 		qemu_plugin_register_vcpu_insn_exec_cb(
 			insn, mark_exec, QEMU_PLUGIN_CB_R_REGS,

@@ -4,9 +4,14 @@
  * from inside a guest (any nesting level), and two calibration loads.
  *
  *   vbmark open ID | close ID     the marker instruction, ID in RDI
+ *   vbmark enter ID | leave ID    the same for a window several threads
+ *                                 share: the first to enter opens it, the
+ *                                 last to leave closes it
  *   vbmark loop N ID              window ID around N iterations of a
  *                                 two-instruction loop (2N instructions),
  *                                 on the one vCPU it starts on
+ *   vbmark run N                  the same loop with no window of its own
+ *                                 (counted by whatever window is open)
  *   vbmark cpuid N ID             window ID around N CPUID instructions
  *                                 (each one a VM exit in a KVM guest)
  *
@@ -29,6 +34,18 @@ static inline void vb_open(uint64_t id)
 static inline void vb_close(uint64_t id)
 {
 	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420002"
+		     : : "D"(id) : "memory");
+}
+
+static inline void vb_enter(uint64_t id)
+{
+	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420003"
+		     : : "D"(id) : "memory");
+}
+
+static inline void vb_leave(uint64_t id)
+{
+	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420004"
 		     : : "D"(id) : "memory");
 }
 
@@ -67,6 +84,10 @@ int main(int argc, char **argv)
 		vb_open(num(argv[2]));
 	} else if (argc == 3 && !strcmp(argv[1], "close")) {
 		vb_close(num(argv[2]));
+	} else if (argc == 3 && !strcmp(argv[1], "enter")) {
+		vb_enter(num(argv[2]));
+	} else if (argc == 3 && !strcmp(argv[1], "leave")) {
+		vb_leave(num(argv[2]));
 	} else if (argc == 4 && !strcmp(argv[1], "loop")) {
 		uint64_t n = num(argv[2]), id = num(argv[3]);
 
@@ -76,6 +97,12 @@ int main(int argc, char **argv)
 		vb_open(id);
 		asm volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
 		vb_close(id);
+	} else if (argc == 3 && !strcmp(argv[1], "run")) {
+		uint64_t n = num(argv[2]);
+
+		if (!n)
+			return 2;
+		asm volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
 	} else if (argc == 4 && !strcmp(argv[1], "cpuid")) {
 		uint64_t n = num(argv[2]), id = num(argv[3]);
 		uint32_t a, b, c, d;
@@ -90,7 +117,7 @@ int main(int argc, char **argv)
 		vb_close(id);
 	} else {
 		fprintf(stderr,
-			"usage: vbmark open ID | close ID | loop N ID | cpuid N ID\n");
+			"usage: vbmark open ID | close ID | enter ID | leave ID | loop N ID | run N | cpuid N ID\n");
 		return 2;
 	}
 	return 0;

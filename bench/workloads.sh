@@ -8,16 +8,18 @@
 #
 # Every run does a fixed number of I/Os (IOS in all, IOS_QD1 at queue depth 1;
 # fio's number_ios, split between its jobs), so every row does the same work.
-# Where vbmark is installed (the VM images), each fio run sits in a measurement
-# window of the vbcount TCG plugin (tools/cost-plugin), opened right before fio
-# and closed right after it, and "@@WIN ID ROW WORKLOAD REP@@" names it; make
-# bench joins the plugin's counts to it (Documentation/benchmarks.rst). Each
-# workload then also has BASE_REPS counted runs with an eighth of the I/Os, REPs
-# "base1" to "baseN", first (after one uncounted warm-up run of fio per device),
-# whose median count the report subtracts: what fio's start and exit cost is not
-# an I/O's. That fixed part varies from run to run far more than an I/O does (its
-# exits by up to 2x within one L2 boot), so one base run would move every net
-# figure; the median of three does not follow one outlier.
+# Where vbmark is installed (the VM images), each fio run's I/O sits in a
+# measurement window of the vbcount TCG plugin (tools/cost-plugin): each fio
+# job enters it when its I/O is about to start (exec_prerun, after fio has set
+# the job up) and leaves it when its I/O is done (exec_postrun), so fio's own
+# start and exit stay outside (about 160 million instructions in L2, varying
+# by 10 million from run to run: more than the I/Os of a run cost). "@@WIN ID
+# ROW WORKLOAD REP@@" names the window; make bench joins the plugin's counts to
+# it (Documentation/benchmarks.rst). Each workload then also has BASE_REPS
+# counted runs with an eighth of the I/Os, REPs "base1" to "baseN", first
+# (after one uncounted warm-up run of fio per device), whose median count the
+# report subtracts: what is left that is not an I/O's (the queue filling and
+# draining, the jobs' exec_prerun/postrun shells).
 #
 # Environment: QUICK=1 (fewer workloads), REPS (default 3), BASE_REPS (default 3,
 # 1 with QUICK=1), IOS (default 8192),
@@ -140,7 +142,7 @@ if [ "${MEASURE_CPU:-0}" != 1 ]; then
 fi
 
 run_one() { # dev row name rep
-	local d=$1 r=$2 name=$3 rep=$4 b0 b1 c0 c1 q0 q1 k0 k1 k rc id=
+	local d=$1 r=$2 name=$3 rep=$4 b0 b1 c0 c1 q0 q1 k0 k1 k rc id= win
 	echo "@@START $r $name $rep@@"
 	# In an L3 guest, L2 reads its own counters when this line reaches it
 	# through the serial port and the follower: give it the time, or a
@@ -148,10 +150,13 @@ run_one() { # dev row name rep
 	# counted). Outside the cost window, so no count includes it.
 	[ "${MEASURE_CPU:-0}" = 1 ] || sleep 0.5
 	b0=$(busy) c0=$(ctxt) q0=$(virq) k0=$(kicks "$d")
-	[ -n "$mark" ] && id=$(winid) && $mark open "$id"
-	DEV=$d fio --output-format=json "$here/fio/$job.fio" >/tmp/fio.json 2>/tmp/fio.err
+	# fio appends a redirection of the command's output to a file of
+	# its own; the "#" makes it a comment (no file written in the window).
+	win=()
+	[ -n "$mark" ] && id=$(winid) &&
+		win=(--exec_prerun="$mark enter $id #" --exec_postrun="$mark leave $id #")
+	DEV=$d fio --output-format=json "${win[@]}" "$here/fio/$job.fio" >/tmp/fio.json 2>/tmp/fio.err
 	rc=$?
-	[ -n "$id" ] && $mark close "$id"
 	b1=$(busy) c1=$(ctxt) q1=$(virq) k1=$(kicks "$d")
 	if [ $rc = 0 ]; then
 		[ -n "$id" ] && echo "@@WIN $id $r $name $rep@@"
@@ -188,10 +193,10 @@ for wl in $wls; do
 	n=$ios; case $name in *-qd1) n=$ios_qd1 ;; esac
 	nios=$(((n + JOBS - 1) / JOBS))
 	# The base runs: an eighth of the I/Os, so that the report can take
-	# what every run costs besides its I/Os (fio's start and exit, the
-	# queue filling and draining: some 120 million instructions here)
-	# out of the count: cost per I/O = (run - base) / (I/Os - base I/Os),
-	# base the median of the base runs.
+	# what every window holds besides its I/Os (the queue filling and
+	# draining, the jobs' prerun and postrun shells) out of the count:
+	# cost per I/O = (run - base) / (I/Os - base I/Os), base the median
+	# of the base runs.
 	if [ -n "$mark" ]; then
 		[ -z "$warm" ] && { NIOS=$(((nios + 7) / 8)) DEV=$dev fio "$here/fio/$job.fio" >/dev/null 2>&1; warm=1; }
 		export NIOS=$(((nios + 7) / 8))

@@ -156,16 +156,18 @@ collect() {
 	cp "$res/l2-console-$attempt.log" "$res/l2-console.log" 2>/dev/null
 	# "@@WIN ID ROW WL REP@@" in the output, "W ID insns exits ns l1other
 	# vcpu-insns vcpu-exits" in the plugin's file of the L2 boot (attempt)
-	# that ran it: one line per counted run, with that boot's number.
+	# that ran it: one line per counted run, with that boot's number. A
+	# window with a "D" line too (entered again after it closed) is left out.
 	: >"$res/windows.txt"
 	: >"$res/windows-dropped.txt"
 	for f in "$res"/windows-*.tsv; do
 		[ -e "$f" ] || continue
 		local a=${f##*windows-}; a=${a%.tsv}
 		awk -v boot="$a" -F'\t' -v OFS='\t' '
-			FNR == NR { if ($1 == "W") w[$2] = $3 OFS $4 OFS $5 OFS $6; next }
+			FNR == NR { if ($1 == "W") w[$2] = $3 OFS $4 OFS $5 OFS $6
+				if ($1 == "D") bad[$2] = 1; next }
 			/^@@WIN / { s = $0; gsub(/@@/, "", s); split(s, a, " ")
-				if (a[2] in w) print a[3], a[4], a[5], boot, a[2], w[a[2]] }' \
+				if ((a[2] in w) && !(a[2] in bad)) print a[3], a[4], a[5], boot, a[2], w[a[2]] }' \
 			"$f" "$res/attempt-$a.log" >>"$res/windows.txt"
 		awk -F'\t' '$1 == "D" || $1 == "X" { print "window " $2 ": " $3 }' "$f" >>"$res/windows-dropped.txt"
 	done

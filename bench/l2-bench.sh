@@ -146,6 +146,79 @@ follow_l3() {
 	done | tee -a /tmp/l3-results.log
 }
 
+# Where L3's threads run in L2 (PIN=0: wherever L2's scheduler puts them).
+# Unpinned, the scheduler moves the guest's vCPUs and the backend's threads
+# between L2's CPUs from run to run (a vCPU's share of the count was seen to
+# go from 29 % to 67 % between runs of one row), and how much each
+# notification batches, so the exits and instructions per I/O, moves with
+# them. Pinned, every row gets the same layout: L3 vCPU i on L2 CPU i (modulo
+# L2's CPUs), and everything that serves the disk (QEMU's main loop and
+# iothread, qemu-storage-daemon, vhost-blk-bridge and vhost_blk's workers) on
+# L2's last CPU, PIN_CPU. With two CPUs each the backend shares CPU 1 with
+# vCPU 1, and a one-job workload runs on vCPU 0 (fio's split policy).
+l2cpus=0
+for c in /sys/devices/system/cpu/cpu[0-9]*; do l2cpus=$((l2cpus + 1)); done
+PIN=${PIN:-1}
+[ "${HOST_MODE:-0}" = 1 ] && PIN=0
+PIN_CPU=${PIN_CPU:-$((l2cpus - 1))}
+if [ "$PIN" = 1 ] && command -v taskset >/dev/null; then
+	note "pinned: L3 vCPU i on L2 CPU i mod $l2cpus, the backend's threads on CPU $PIN_CPU"
+	echo "@@SET pin vcpus-mod-$l2cpus,backend-cpu$PIN_CPU@@"
+else
+	PIN=0
+	echo "@@SET pin off@@"
+fi
+# "${pinned[@]}" COMMAND...: COMMAND on PIN_CPU (its threads inherit the
+# mask); taskset execs it, so $! of a command started so is the command's.
+pinned=()
+[ "$PIN" = 1 ] && pinned=(taskset -c "$PIN_CPU")
+
+# pin_l3 N: once the L3 QEMU of l3run.N has its vCPU threads ("CPU i/KVM"),
+# put vCPU i on CPU i mod l2cpus; once the guest has printed (its devices are
+# set up), put vhost_blk's workers on PIN_CPU: on 6.1 they are kernel threads
+# "vhost-PID" that do not inherit the bridge's mask. Gives up after 120 s.
+pin_l3() {
+	local n=$1 p q= t c i args tries=0 done= k=0
+	[ "$PIN" = 1 ] || return 0
+	while [ -z "$q" ] && [ $tries -lt 1200 ]; do
+		for p in /proc/[0-9]*; do
+			mapfile -d '' args <"$p/cmdline" 2>/dev/null || continue
+			case " ${args[*]} " in *" /tmp/l3run.$n/initrd.img "*)
+				[ "${args[0]##*/}" = qemu-system-x86_64 ] && q=${p#/proc/} ;;
+			esac
+		done
+		[ -n "$q" ] || { sleep 0.1; tries=$((tries + 1)); }
+	done
+	[ -n "$q" ] || return 0
+	i=0
+	while [ $i -lt "$l3cpus" ] && [ $tries -lt 1200 ]; do
+		i=0
+		for t in /proc/$q/task/*; do
+			read -r c <"$t/comm" 2>/dev/null || continue
+			case $c in "CPU "*"/KVM") i=$((i + 1)) ;; esac
+		done
+		[ $i -lt "$l3cpus" ] && { sleep 0.1; tries=$((tries + 1)); }
+	done
+	for t in /proc/$q/task/*; do
+		read -r c <"$t/comm" 2>/dev/null || continue
+		case $c in "CPU "*"/KVM")
+			i=${c#CPU }; i=${i%/KVM}
+			taskset -p -c $((i % l2cpus)) "${t##*/}" >/dev/null &&
+				done="$done vCPU$i:$((i % l2cpus))" ;;
+		esac
+	done
+	while [ ! -s /tmp/l3run.$n/output.log ] && [ $tries -lt 1200 ]; do
+		sleep 0.1; tries=$((tries + 1))
+	done
+	for t in /proc/[0-9]*; do
+		read -r c <"$t/comm" 2>/dev/null || continue
+		case $c in vhost-[0-9]*)
+			taskset -p -c "$PIN_CPU" "${t#/proc/}" >/dev/null 2>&1 && k=$((k + 1)) ;;
+		esac
+	done
+	note "L3 guest $n pinned:${done:- no vCPU thread found}; vhost kernel threads: $k"
+}
+
 # l3_row ROW DRIVER-SETUP QEMU_ARGS...: one L3 boot measuring ROW on its disk
 # /dev/vda. With PAIR_ROW set (the vhost-blk rows), the guest has two disks and
 # measures ROW on vda (request path) and PAIR_ROW on vdb (bio path) in
@@ -165,8 +238,12 @@ l3_row() {
 	rm -f /tmp/watch.stop /tmp/l3-stalled
 	# The guest's output reaches ours through follow_l3; $f.out keeps
 	# l3run's and vmrun's own messages.
-	l3run -t 1800 -m $l3mem -c $l3cpus $f.sh "$@" >/dev/null 2>$f.out &
+	# debug-threads: QEMU names its vCPU threads "CPU i/KVM" (pin_l3)
+	"${pinned[@]}" l3run -t 1800 -m $l3mem -c $l3cpus $f.sh -name "l3-$n,debug-threads=on" "$@" \
+		>/dev/null 2>$f.out &
 	local lpid=$!
+	pin_l3 $n &
+	local ppid=$!
 	follow_l3 /tmp/l3run.$n/output.log $lpid &
 	local wpid=$!
 	stall_guard /tmp/l3run.$n &
@@ -174,7 +251,7 @@ l3_row() {
 	wait $lpid
 	local rc=$?
 	touch /tmp/watch.stop
-	wait $wpid $gpid
+	wait $wpid $gpid $ppid
 	cat $f.out
 	# An L3 that reset itself with no message, or that stopped making any
 	# progress (the nested-SVM-under-TCG flakes, Documentation/testing.rst):
@@ -421,7 +498,7 @@ for backend in $BACKENDS; do
 				-device virtio-blk-pci,drive=d0,num-queues=$queues$dopt ;;
 		qsd)
 			rm -f /tmp/qsd.sock
-			qemu-storage-daemon --blockdev driver=$drv,filename=$dev,node-name=disk,cache.direct=on,aio=native \
+			"${pinned[@]}" qemu-storage-daemon --blockdev driver=$drv,filename=$dev,node-name=disk,cache.direct=on,aio=native \
 				--export type=vhost-user-blk,id=exp,node-name=disk,addr.type=unix,addr.path=/tmp/qsd.sock,num-queues=$queues,writable=on \
 				>/tmp/qsd.log 2>&1 &
 			qpid=$!
@@ -445,7 +522,7 @@ for backend in $BACKENDS; do
 			bpids= qargs=() ok=1
 			for d in $(seq 1 $ndev); do
 				rm -f /tmp/vb$d.sock
-				vhost-blk-bridge --socket /tmp/vb$d.sock --backend "$dev" --queues $queues \
+				"${pinned[@]}" vhost-blk-bridge --socket /tmp/vb$d.sock --backend "$dev" --queues $queues \
 					--lock-timeout 0 >/tmp/bridge$d.log 2>&1 &
 				bpids="$bpids $!"
 				if ! wait_sock /tmp/vb$d.sock; then

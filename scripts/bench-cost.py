@@ -579,7 +579,8 @@ def targets_md(summ):
 
 def settings_md(res, counted):
     """What was set for repeatable counts (benchmarks.rst): L2 KVM's halt
-    polling ("SET halt_poll_ns N", settings.txt, bench/l2-bench.sh) and the
+    polling ("SET halt_poll_ns N", settings.txt, bench/l2-bench.sh), where
+    L3's threads ran ("SET pin vcpus-mod-N,backend-cpuC" or "off") and the
     L3 guests' idle loop ("IDLE backend/row driver governor polling",
     idle.txt, bench/workloads.sh), shown, and flagged where it was not so.
     Fills POLLING."""
@@ -617,6 +618,20 @@ def settings_md(res, counted):
                      "for a time that depends on timing: counts not repeatable")
         else:
             line += " (the host's own setting, left alone)"
+        w(line)
+    pin = sets.get("pin")
+    if pin:
+        vals = sorted(set(pin))
+        if vals == ["off"]:
+            line = "- L3 threads in L2: not pinned"
+            if counted:
+                line += (" -- FLAG: L2's scheduler places the L3 vCPUs and the "
+                         "backend's threads differently from run to run: counts "
+                         "less repeatable")
+        else:
+            line = "- L3 threads in L2: pinned (%s)" % ", ".join(
+                v.replace("vcpus-mod-", "vCPU i on CPU i mod ")
+                 .replace(",backend-cpu", ", the backend on CPU ") for v in vals)
         w(line)
     groups = {}
     for row, v in idle.items():

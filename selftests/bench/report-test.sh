@@ -178,13 +178,13 @@ echo "counted 6.12.0" >"$d/counted"
 # polling off in L2; every L3 idle loop without polling but qsd's, whose
 # haltpoll could not be turned off. The KVM host keeps its own halt
 # polling; the marker-only run had it on in L2.
-echo "SET halt_poll_ns 0" >"$d/settings.txt"
+printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\n' >"$d/settings.txt"
 {
 	for r in qemu-native vhost-blk-mq vhost-blk-bio qemu-native@2; do echo "IDLE nullb/$r none - off"; done
 	echo "IDLE nullb/qsd haltpoll haltpoll on"
 } >"$d/idle.txt"
 echo "SET halt_poll_ns 200000" >"$kvm/settings.txt"
-echo "SET halt_poll_ns 200000" >"$nowin/settings.txt"
+printf 'SET halt_poll_ns 200000\nSET pin off\n' >"$nowin/settings.txt"
 
 for dir in "$d" "$kvm" "$nowin"; do
 	if ! "$top/scripts/bench-report.sh" "$dir" >"$dir/report.log" 2>&1; then
@@ -304,6 +304,10 @@ check "seed 004 style statistics of the repeated runs (mean, stddev, min, median
 	grep -qF "| nullb | vhost-blk-mq | $wl | 40000 | 1000 | 39000 | 40000 | 41000 | 3 |" "$d/table.md"
 check "settings: L2 halt polling off, shown in targets.md" \
 	grep -qxF -- "- L2 KVM halt_poll_ns: 0 (halt polling off)" "$d/targets.md"
+check "settings: L3's threads pinned in L2, shown in targets.md" \
+	grep -qxF -- "- L3 threads in L2: pinned (vCPU i on CPU i mod 2, the backend on CPU 1)" "$d/targets.md"
+check "settings: unpinned threads in a counted run are flagged" \
+	grep -qF -- "- L3 threads in L2: not pinned -- FLAG: " "$nowin/targets.md"
 check "settings: the L3 idle loop of each row, without polling (table.md)" \
 	grep -qxF -- "- L3 cpuidle: driver none, governor -, polling off: nullb/qemu-native, nullb/qemu-native@2, nullb/vhost-blk-bio, nullb/vhost-blk-mq" "$d/table.md"
 check "settings: an L3 that polled when idle is flagged" \

@@ -10,7 +10,8 @@
 # of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048), BASE_REPS
 # the counted base runs of each workload (default 3, QUICK=1: 1; benchmarks.rst).
 # L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
-# L2_CPUS (default 2): L2's vCPUs. BENCH_L2_BOOTS (default 6): L2 boots a pass
+# L2_CPUS (default 2): L2's vCPUs. PIN=0: L3's threads not pinned in L2; PIN_CPU: the
+# L2 CPU of the backend's threads (bench/l2-bench.sh). BENCH_L2_BOOTS (default 6): L2 boots a pass
 # may take after the nested-KVM flake (below).
 #
 # Counting (Documentation/benchmarks.rst): when L2 runs under TCG, its QEMU
@@ -54,6 +55,8 @@ run_pass() {
 			[ -n "${REPEAT_PARAMS:-}" ] && echo "export REPEAT_PARAMS='$REPEAT_PARAMS'"
 			[ -n "${REPEAT_WORKLOADS+set}" ] && echo "export REPEAT_WORKLOADS='$REPEAT_WORKLOADS'"
 			[ -n "${PARAMS:-}" ] && echo "export PARAMS='$PARAMS'"
+			[ -n "${PIN:-}" ] && echo "export PIN='$PIN'"
+			[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log

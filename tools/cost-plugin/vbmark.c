@@ -24,30 +24,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* nopl 0x5642000N(%rax); the plugin reads the op from the displacement */
-static inline void vb_open(uint64_t id)
-{
-	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420001"
-		     : : "D"(id) : "memory");
+/*
+ * nopl 0x5642000N(%rax): the plugin reads the op N from the displacement
+ * and the window's id from RDI.
+ */
+#define VB_MARK_FN(name, op)						\
+static inline void name(uint64_t id)					\
+{									\
+	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x5642000" #op	\
+		     : : "D"(id) : "memory");				\
 }
 
-static inline void vb_close(uint64_t id)
-{
-	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420002"
-		     : : "D"(id) : "memory");
-}
-
-static inline void vb_enter(uint64_t id)
-{
-	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420003"
-		     : : "D"(id) : "memory");
-}
-
-static inline void vb_leave(uint64_t id)
-{
-	asm volatile(".byte 0x0f, 0x1f, 0x80\n\t.long 0x56420004"
-		     : : "D"(id) : "memory");
-}
+VB_MARK_FN(vb_open, 1)
+VB_MARK_FN(vb_close, 2)
+VB_MARK_FN(vb_enter, 3)
+VB_MARK_FN(vb_leave, 4)
 
 /*
  * Stay on the CPU we run on, so that a loop is counted on one vCPU: the

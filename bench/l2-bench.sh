@@ -112,6 +112,9 @@ if [ "${HOST_MODE:-0}" != 1 ] && [ -w /sys/module/kvm/parameters/halt_poll_ns ];
 fi
 # For the report (its settings for repeatable counts): what it is now.
 echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/null || echo -)@@"
+# QEMU_POLL_NS: poll-max-ns of the QEMU rows' iothread (unset: QEMU's own
+# adaptive polling, up to 32 us); the bio and request rows do not poll.
+echo "@@SET qemu_poll_ns ${QEMU_POLL_NS:-default}@@"
 
 # follow_l3 FILE PID: pass an L3 guest's output (l3run's output file) on as it
 # comes, line by line, until PID (that l3run) has ended, so a row cut short
@@ -490,7 +493,10 @@ for backend in $BACKENDS; do
 		qemu-threads|qemu-native|qemu-io_uring|vbb-mq-qemu)
 			aio=${kind#qemu-}; io=(); dopt=
 			[ $kind = vbb-mq-qemu ] && aio=native
-			if [ $aio != threads ]; then io=(-object iothread,id=io0); dopt=,iothread=io0; fi
+			if [ $aio != threads ]; then
+				io=(-object "iothread,id=io0${QEMU_POLL_NS:+,poll-max-ns=$QEMU_POLL_NS}")
+				dopt=,iothread=io0
+			fi
 			setup="modprobe virtio_blk"
 			[ $kind = vbb-mq-qemu ] && setup="modprobe virtio_blk_bio use_bio=0"
 			QUICK=$wlq l3_row "$r" "$setup" "${io[@]}" \

@@ -57,6 +57,7 @@ run_pass() {
 			[ -n "${PARAMS:-}" ] && echo "export PARAMS='$PARAMS'"
 			[ -n "${PIN:-}" ] && echo "export PIN='$PIN'"
 			[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
+			[ -n "${QEMU_POLL_NS:-}" ] && echo "export QEMU_POLL_NS='$QEMU_POLL_NS'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log

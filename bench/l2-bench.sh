@@ -113,7 +113,7 @@ fi
 # For the report (its settings for repeatable counts): what it is now.
 echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/null || echo -)@@"
 # QEMU_POLL_NS: poll-max-ns of the QEMU rows' iothread (unset: QEMU's own
-# adaptive polling, up to 32 us); the bio and request rows do not poll.
+# adaptive polling, up to 32 us); vhost_blk's rows do not poll.
 echo "@@SET qemu_poll_ns ${QEMU_POLL_NS:-default}@@"
 
 # follow_l3 FILE PID: pass an L3 guest's output (l3run's output file) on as it
@@ -176,42 +176,30 @@ fi
 pinned=()
 [ "$PIN" = 1 ] && pinned=(taskset -c "$PIN_CPU")
 
-# pin_l3 N: once the L3 QEMU of l3run.N has its vCPU threads ("CPU i/KVM"),
-# put vCPU i on CPU i mod l2cpus; once the guest has printed (its devices are
-# set up), put vhost_blk's workers on PIN_CPU: on 6.1 they are kernel threads
-# "vhost-PID" that do not inherit the bridge's mask. Gives up after 120 s.
+# pin_l3 N: once the guest of l3run.N has printed (its QEMU's threads and
+# devices are set up; no window is open yet), put its vCPU i ("CPU i/KVM")
+# on CPU i mod l2cpus, and vhost_blk's workers on PIN_CPU: on 6.1 they are
+# kernel threads "vhost-PID" that do not inherit the bridge's mask. Gives
+# up after 120 s.
 pin_l3() {
 	local n=$1 p q= t c i args tries=0 done= k=0
 	[ "$PIN" = 1 ] || return 0
-	while [ -z "$q" ] && [ $tries -lt 1200 ]; do
-		for p in /proc/[0-9]*; do
-			mapfile -d '' args <"$p/cmdline" 2>/dev/null || continue
-			case " ${args[*]} " in *" /tmp/l3run.$n/initrd.img "*)
-				[ "${args[0]##*/}" = qemu-system-x86_64 ] && q=${p#/proc/} ;;
-			esac
-		done
-		[ -n "$q" ] || { sleep 0.1; tries=$((tries + 1)); }
+	while [ ! -s /tmp/l3run.$n/output.log ] && [ $tries -lt 1200 ]; do
+		sleep 0.1; tries=$((tries + 1))
 	done
-	[ -n "$q" ] || return 0
-	i=0
-	while [ $i -lt "$l3cpus" ] && [ $tries -lt 1200 ]; do
-		i=0
-		for t in /proc/$q/task/*; do
-			read -r c <"$t/comm" 2>/dev/null || continue
-			case $c in "CPU "*"/KVM") i=$((i + 1)) ;; esac
-		done
-		[ $i -lt "$l3cpus" ] && { sleep 0.1; tries=$((tries + 1)); }
+	for p in /proc/[0-9]*; do
+		mapfile -d '' args <"$p/cmdline" 2>/dev/null || continue
+		case " ${args[*]} " in *" /tmp/l3run.$n/initrd.img "*)
+			[ "${args[0]##*/}" = qemu-system-x86_64 ] && q=${p#/proc/} ;;
+		esac
 	done
-	for t in /proc/$q/task/*; do
+	for t in ${q:+/proc/$q/task/*}; do
 		read -r c <"$t/comm" 2>/dev/null || continue
 		case $c in "CPU "*"/KVM")
 			i=${c#CPU }; i=${i%/KVM}
 			taskset -p -c $((i % l2cpus)) "${t##*/}" >/dev/null &&
 				done="$done vCPU$i:$((i % l2cpus))" ;;
 		esac
-	done
-	while [ ! -s /tmp/l3run.$n/output.log ] && [ $tries -lt 1200 ]; do
-		sleep 0.1; tries=$((tries + 1))
 	done
 	for t in /proc/[0-9]*; do
 		read -r c <"$t/comm" 2>/dev/null || continue

@@ -196,7 +196,7 @@ help:
 	@echo '                  KERNELS= (default 6.12); QUICK=1 short; ROWS=, BACKENDS=, WORKLOADS=,'
 	@echo '                  REPS=, IOS=, IOS_QD1=, BASE_REPS=, RUNTIME=, PASSES=, L2_CPUS=, L3_CPUS=,'
 	@echo '                  PARAMS=, REPEAT_ROW=, REPEAT_WORKLOADS=, REPEAT_PARAMS=, EXIT_COST=, BUSY_CPUS=,'
-	@echo '                  PIN=0, PIN_CPU=, QEMU_POLL_NS=, BENCH_L2_BOOTS=, BENCH_NESTED=1:'
+	@echo '                  PIN=0, PIN_CPU=, QEMU_POLL_NS=, EXIT_REASONS=1, BENCH_L2_BOOTS=, BENCH_NESTED=1:'
 	@echo '                  Documentation/benchmarks.rst'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'

@@ -116,6 +116,46 @@ echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/nu
 # adaptive polling, up to 32 us); vhost_blk's rows do not poll.
 echo "@@SET qemu_poll_ns ${QEMU_POLL_NS:-default}@@"
 
+# EXIT_REASONS=1: what the L3 exits of each run were, by reason: hist
+# triggers on KVM's kvm_exit (its exit code: SVM's or VMX's) and kvm_msr
+# (which MSR, read or write) tracepoints, cleared at each run's start and
+# read at its end: "@@EXITR ROW WL REP CODE:N ... MSR/W:N ...@@" (hex).
+# A diagnostic: every exit then also runs the trigger, and that is counted,
+# so the run's counts are not comparable with others (settings: on).
+EXR_KEYS=hist:keys=exit_reason.hex:size=256
+MSR_KEYS=hist:keys=ecx.hex,write:size=256
+EXR_EV=/sys/kernel/tracing/events/kvm
+exitr=0
+if [ "${EXIT_REASONS:-0}" = 1 ]; then
+	[ -d $EXR_EV ] || mount -t tracefs none /sys/kernel/tracing 2>/dev/null
+	if echo "$EXR_KEYS" >$EXR_EV/kvm_exit/trigger 2>/dev/null &&
+	   echo "$MSR_KEYS" >$EXR_EV/kvm_msr/trigger 2>/dev/null; then
+		exitr=1
+		note "exit reasons: hist triggers on kvm_exit and kvm_msr (counts perturbed)"
+	else
+		note "exit reasons: no hist trigger on KVM's tracepoints here (CONFIG_HIST_TRIGGERS?)"
+	fi
+fi
+echo "@@SET exit_reasons $([ $exitr = 1 ] && echo on || echo off)@@"
+
+# exitr_read: the two histograms as "CODE:N ... MSR/W:N ..." in EXITR;
+# builtins only. Lines look like "{ exit_reason: 0x78 } hitcount: 12" and
+# "{ ecx: 0x830, write: 1 } hitcount: 3".
+exitr_read() {
+	local l
+	EXITR=
+	while read -r l; do
+		set -- $l
+		[ "$1 $2" = "{ exit_reason:" ] && [ "$5" = hitcount: ] &&
+			EXITR="$EXITR $3:$6"
+	done <$EXR_EV/kvm_exit/hist
+	while read -r l; do
+		set -- $l
+		[ "$1 $2" = "{ ecx:" ] && [ "$7" = hitcount: ] &&
+			EXITR="$EXITR msr${3%,}/$5:$8"
+	done <$EXR_EV/kvm_msr/hist
+}
+
 # follow_l3 FILE PID: pass an L3 guest's output (l3run's output file) on as it
 # comes, line by line, until PID (that l3run) has ended, so a row cut short
 # (its L3 or L2 died) keeps the runs it finished; and measure L2's CPU, context
@@ -132,13 +172,22 @@ follow_l3() {
 		@@START*)
 			hostsnap
 			b0=$H_BUSY c0=$H_CTXT e0=$H_EXITS i0=$H_INJ r0=$H_REQS t0=$H_BATCH
-			h0=$H_HALT q0=$H_HIRQ w0=$H_WAIT ;;
+			h0=$H_HALT q0=$H_HIRQ w0=$H_WAIT
+			if [ $exitr = 1 ]; then
+				echo "$EXR_KEYS:clear" >>$EXR_EV/kvm_exit/trigger
+				echo "$MSR_KEYS:clear" >>$EXR_EV/kvm_msr/trigger
+			fi ;;
 		@@JSON*)
 			hostsnap
 			x=${line//@@/}; set -- $x
 			pending="@@CPU $2 $3 $4 $((H_BUSY - b0))@@
 @@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0)) $((H_HALT - h0)) $((H_HIRQ - q0)) $((H_WAIT - w0))@@
-@@HOST $2 $3 $4 $((H_CTXT - c0))@@" ;;
+@@HOST $2 $3 $4 $((H_CTXT - c0))@@"
+			if [ $exitr = 1 ]; then
+				exitr_read
+				pending="$pending
+@@EXITR $2 $3 $4$EXITR@@"
+			fi ;;
 		@@END@@)
 			printf '%s\n' "$line"
 			[ -n "$pending" ] && printf '%s\n' "$pending"

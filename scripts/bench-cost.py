@@ -633,6 +633,10 @@ def settings_md(res, counted):
                 v.replace("vcpus-mod-", "vCPU i on CPU i mod ")
                  .replace(",backend-cpu", ", the backend on CPU ") for v in vals)
         w(line)
+    if "on" in sets.get("exit_reasons", []) and counted:
+        w("- exit reasons recorded (EXIT_REASONS=1) -- FLAG: KVM's tracepoints "
+          "ran a hist trigger on every L3 exit, and it is counted: a diagnostic "
+          "run, its counts not comparable with others")
     groups = {}
     for row, v in idle.items():
         groups.setdefault(v, []).append(row)
@@ -666,8 +670,87 @@ def chart_data(res, summ):
                     f.write(wl + "\t" + "\t".join(vals) + "\n")
 
 
+# Names for the exit codes and MSRs exit-reasons.tsv shows (AMD SVM's exit
+# codes, as L2 on this host runs; a code without a name is shown as is).
+SVM_EXITS = {
+    0x60: "INTR", 0x61: "NMI", 0x62: "SMI", 0x63: "INIT", 0x64: "VINTR",
+    0x72: "CPUID", 0x77: "PAUSE", 0x78: "HLT", 0x7b: "IOIO", 0x7c: "MSR",
+    0x7f: "SHUTDOWN", 0x81: "VMMCALL", 0x400: "NPF",
+    0x401: "AVIC_INCOMPLETE_IPI", 0x402: "AVIC_NOACCEL",
+}
+MSRS = {0x6e0: "TSC_DEADLINE", 0x80b: "x2APIC_EOI", 0x830: "x2APIC_ICR",
+        0x838: "x2APIC_TMICT", 0x4b564d02: "KVM_ASYNC_PF_EN",
+        0x4b564d04: "KVM_PV_EOI_EN"}
+
+
+def exit_reasons(d):
+    """Per-reason L3 exits of each run (EXIT_REASONS=1: exitr.txt, "ROW WL
+    REP CODE:N ... msrMSR/W:N ..."), per I/O net of the workload's base
+    runs as in load_pass, median over a row's runs: rows of (backend, row,
+    workload, reason, name, runs, per_io)."""
+    ios = {}
+    for name in ("runs.tsv", "runs-base.tsv"):
+        for l in read_lines(os.path.join(d, name)):
+            f = l.split("\t")
+            if len(f) >= 9:
+                ios[(f[0], f[1], f[2], f[3])] = int(float(f[8]))
+    per = {}
+    for l in read_lines(os.path.join(d, "exitr.txt")):
+        f = l.split()
+        if len(f) < 4:
+            continue
+        b, row = split_row(f[1])
+        k = (b, row, f[2], f[3])
+        if k not in ios:
+            continue
+        c = {}
+        for x in f[4:]:
+            key, _, n = x.rpartition(":")
+            if key and n.isdigit():
+                c[key] = c.get(key, 0) + int(n)
+        per[k] = c
+    out = []
+    for g in sorted({k[:3] for k in per}):
+        reps = [k for k in per if k[:3] == g and not is_base(k[3])]
+        bases = [k for k in per if k[:3] == g and is_base(k[3])]
+        if not reps:
+            continue
+        keys = set()
+        for k in reps:
+            keys |= set(per[k])
+        bios = statistics.median_low(ios[k] for k in bases) if bases else 0
+        for key in keys:
+            base = med([per[k].get(key, 0) for k in bases]) if bases else 0
+            vals = [(per[k].get(key, 0) - base) / (ios[k] - bios)
+                    for k in reps if ios[k] > bios]
+            if not vals:
+                continue
+            if key.startswith("msr"):
+                code, _, wr = key[3:].partition("/")
+                name = "%s %s" % (MSRS.get(int(code, 16), "MSR " + code),
+                                  "write" if wr == "1" else "read")
+            else:
+                name = SVM_EXITS.get(int(key, 16), key)
+            out.append((g[0], g[1], g[2], key, name, len(vals), med(vals)))
+    return out
+
+
+def write_exit_reasons(res, passes):
+    rows = []
+    for d in passes:
+        rows += exit_reasons(d)
+    if not rows:
+        return
+    rows.sort(key=lambda r: (r[0], r[2], row_key(r[1]), -r[6]))
+    with open(os.path.join(res, "exit-reasons.tsv"), "w") as f:
+        f.write("backend\trow\tworkload\treason\tname\truns\texits_per_io\n")
+        for r in rows:
+            f.write("\t".join(list(r[:5]) + [str(r[5]), "%.4f" % r[6]]) + "\n")
+
+
 def main():
     res = sys.argv[1]
+    write_exit_reasons(res, [res])
     runs = load_pass(res, 1)
     p2 = os.path.join(res, "pass2")
     if os.path.isdir(p2):

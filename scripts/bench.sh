@@ -58,6 +58,7 @@ run_pass() {
 			[ -n "${PIN:-}" ] && echo "export PIN='$PIN'"
 			[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
 			[ -n "${QEMU_POLL_NS:-}" ] && echo "export QEMU_POLL_NS='$QEMU_POLL_NS'"
+			[ -n "${EXIT_REASONS:-}" ] && echo "export EXIT_REASONS='$EXIT_REASONS'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
@@ -152,6 +153,7 @@ collect() {
 	grep -h '^@@KVM ' "$res/output.log" | sed 's/@@//g' >"$res/kvm.txt"
 	grep -h '^@@GUEST ' "$res/output.log" | sed 's/@@//g' >"$res/guest.txt"
 	grep -h '^@@HOST ' "$res/output.log" | sed 's/@@//g' >"$res/host.txt"
+	grep -h '^@@EXITR ' "$res/output.log" | sed 's/@@//g' >"$res/exitr.txt"
 	grep -h '^@@FAIL ' "$res/output.log" | sed 's/@@//g' >"$res/failures.txt"
 	grep -h '^@@RERUN ' "$res/output.log" | sed 's/@@//g' >"$res/reruns.txt"
 	# what was set for repeatable counts: L2's halt polling, L3's idle loop

@@ -119,6 +119,16 @@ win_boot 1 vbb-mq-qemu base3 9300
 win_boot 1 vbb-mq-qemu 1 3400; win_boot 1 vbb-mq-qemu 2 3400
 win_boot 2 vbb-mq-qemu base1 5300; win_boot 2 vbb-mq-qemu base2 5300
 echo "HOST nullb/vhost-blk-mq $wl 2 2000" >"$d/host.txt"
+# EXIT_REASONS=1 (exitr.txt): qsd's exits by reason, each count a fixed
+# part plus a rate per I/O (base run 600 I/Os, runs 4400-5200), in hex as
+# the hist triggers print them: HLT (78) 1000 + 0.25/IO, MSR (7c) 500 +
+# 0.5/IO, of them x2APIC ICR writes 200 + 0.1/IO. Net of the base: 0.25,
+# 0.5 and 0.1 per I/O.
+: >"$d/exitr.txt"
+for r in base 1 2 3; do
+	i=$(jq '.jobs[0].read.total_ios' "$d/json/nullb_qsd__${wl}__$r.json")
+	echo "EXITR nullb/qsd $wl $r 78:$((1000 + i / 4)) 7c:$((500 + i / 2)) msr830/1:$((200 + i / 10))" >>"$d/exitr.txt"
+done
 # REPEAT_ROW: qemu-native measured again in a new L3 boot of the same L2
 # boot (ROW@2). At QD 32 61800 insns/IO, 3.0 % from the first (within 5 %;
 # the first has a busy run); at QD 1 99000 against 90000, 10.0 % (over 5 %).
@@ -169,7 +179,7 @@ done
 
 # The same runs on a KVM host: nothing counted, no marker.
 cp -a "$d/." "$kvm/"
-rm -f "$kvm/windows.txt" "$kvm/pass2/windows.txt"
+rm -f "$kvm/windows.txt" "$kvm/pass2/windows.txt" "$kvm/exitr.txt"
 # Counted, but no window joined to a run.
 cp -a "$kvm/." "$nowin/"
 echo "counted 6.12.0" >"$nowin/counted"
@@ -178,7 +188,7 @@ echo "counted 6.12.0" >"$d/counted"
 # polling off in L2; every L3 idle loop without polling but qsd's, whose
 # haltpoll could not be turned off. The KVM host keeps its own halt
 # polling; the marker-only run had it on in L2.
-printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\n' >"$d/settings.txt"
+printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\nSET exit_reasons on\n' >"$d/settings.txt"
 {
 	for r in qemu-native vhost-blk-mq vhost-blk-bio qemu-native@2; do echo "IDLE nullb/$r none - off"; done
 	echo "IDLE nullb/qsd haltpoll haltpoll on"
@@ -269,6 +279,12 @@ check "cost.tsv: runs netted against the base runs of their own L2 boot (vbb-mq-
 	test "$(c vbb-mq-qemu | cut -f6,25)" = "$(printf '0.500\t3')"
 check "cost.tsv: one base run in older results (qsd: 1, no spread)" \
 	test "$(c qsd | cut -f25,26)" = "$(printf '1\t-')"
+check "exit-reasons.tsv: exits by reason per I/O net of the base run, named, most first (qsd)" \
+	test "$(grep -P "^nullb\tqsd\t$wl\t" "$d/exit-reasons.tsv" | cut -f4-7 | tr '\t\n' '|;')" = \
+	"7c|MSR|3|0.5000;78|HLT|3|0.2500;msr830/1|x2APIC_ICR write|3|0.1000;"
+check "settings: a run with exit reasons recorded is flagged as a diagnostic" \
+	grep -qF -- "- exit reasons recorded (EXIT_REASONS=1) -- FLAG" "$d/targets.md"
+check "no exit-reasons.tsv without exitr.txt" test ! -e "$kvm/exit-reasons.tsv"
 check "a base run is not a repetition in the IOPS table" \
 	grep -qF '| qsd | 1200 | 17% |' "$d/table.md"
 check "cost.tsv: a run on a busy box is counted as such" \

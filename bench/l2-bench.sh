@@ -601,6 +601,11 @@ for backend in $BACKENDS; do
 		netns_down
 	fi
 done
+# No hist trigger left on KVM's tracepoints (on a host they would stay).
+if [ $exitr = 1 ]; then
+	echo "!$EXR_KEYS" >>$EXR_EV/kvm_exit/trigger
+	echo "!$MSR_KEYS" >>$EXR_EV/kvm_msr/trigger
+fi
 # On a host (HOST_MODE=1), leave no test device behind.
 if [ "${HOST_MODE:-0}" = 1 ]; then
 	[ -d /sys/kernel/config/nullb/lat ] && { echo 0 >/sys/kernel/config/nullb/lat/power; rmdir /sys/kernel/config/nullb/lat; }

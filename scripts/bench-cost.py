@@ -91,13 +91,9 @@ def median_base(ws):
     return m
 
 
-def load_pass(d, pas):
-    """Counted runs of one pass directory, as dicts, each per I/O net of its
-    workload's base runs (the same fio job with an eighth of the I/Os):
-    (count - base count) / (I/Os - base I/Os), base the median of the base
-    runs of the same L2 boot, takes what every run costs besides its I/Os
-    (fio's start and exit, the queue filling and draining) out of the
-    figure. Without a base run: count / I/Os, said as such."""
+def fio_runs(d):
+    """The fio runs of a pass directory (runs.tsv, runs-base.tsv), by
+    (backend, row, workload, rep): IOPS, latencies and I/Os."""
     fio = {}
     for name in ("runs.tsv", "runs-base.tsv"):
         for l in read_lines(os.path.join(d, name)):
@@ -107,6 +103,17 @@ def load_pass(d, pas):
             fio[(f[0], f[1], f[2], f[3])] = {
                 "iops": float(f[4]), "lat_us": float(f[6]),
                 "p99_us": float(f[7]), "ios": int(float(f[8]))}
+    return fio
+
+
+def load_pass(d, pas):
+    """Counted runs of one pass directory, as dicts, each per I/O net of its
+    workload's base runs (the same fio job with an eighth of the I/Os):
+    (count - base count) / (I/Os - base I/Os), base the median of the base
+    runs of the same L2 boot, takes what every run costs besides its I/Os
+    (fio's start and exit, the queue filling and draining) out of the
+    figure. Without a base run: count / I/Os, said as such."""
+    fio = fio_runs(d)
     extra = {}
     # kvm.txt before HLT and interrupt exits were recorded has four
     # figures: the ones it lacks are unknown.
@@ -688,12 +695,7 @@ def exit_reasons(d):
     REP CODE:N ... msrMSR/W:N ..."), per I/O net of the workload's base
     runs as in load_pass, median over a row's runs: rows of (backend, row,
     workload, reason, name, runs, per_io)."""
-    ios = {}
-    for name in ("runs.tsv", "runs-base.tsv"):
-        for l in read_lines(os.path.join(d, name)):
-            f = l.split("\t")
-            if len(f) >= 9:
-                ios[(f[0], f[1], f[2], f[3])] = int(float(f[8]))
+    ios = {k: v["ios"] for k, v in fio_runs(d).items()}
     per = {}
     for l in read_lines(os.path.join(d, "exitr.txt")):
         f = l.split()
@@ -735,10 +737,8 @@ def exit_reasons(d):
     return out
 
 
-def write_exit_reasons(res, passes):
-    rows = []
-    for d in passes:
-        rows += exit_reasons(d)
+def write_exit_reasons(res):
+    rows = exit_reasons(res)
     if not rows:
         return
     rows.sort(key=lambda r: (r[0], r[2], row_key(r[1]), -r[6]))
@@ -750,7 +750,7 @@ def write_exit_reasons(res, passes):
 
 def main():
     res = sys.argv[1]
-    write_exit_reasons(res, [res])
+    write_exit_reasons(res)
     runs = load_pass(res, 1)
     p2 = os.path.join(res, "pass2")
     if os.path.isdir(p2):

@@ -123,21 +123,51 @@ harness_selftests() { # kernel rel
 	[ $rc = 124 ] && grep -q '^vmrun: the guest had stopped running' "$out/h-stop-$rel.log" &&
 		result ok "[$k] harness: a VM that stops running is killed at the timeout and said to have stopped" ||
 		result "not ok" "[$k] harness: a VM that stops running is killed at the timeout and said to have stopped (got $rc, want 124)"
+	# A CPU that runs no task while an L3 guest's QEMU runs: here a
+	# real-time busy loop bound to CPU 1, named as QEMU is, with RT
+	# throttling off (and on 6.12 the fair server of CPU 1 too, set while
+	# that CPU has a task queued: set on an idle CPU, it warns). run-tests.sh
+	# must say so and run_l2 stop that L2 at once (the wedge of a vCPU lost
+	# in L3; its 150 s made 20 s here).
+	cat >"$out/h-cpulost.sh" <<-'EOF'
+	cp /usr/bin/bash /tmp/qemu-system-x86_64 || exit 1
+	echo -1 >/proc/sys/kernel/sched_rt_runtime_us || exit 1
+	mount -t debugfs none /sys/kernel/debug 2>/dev/null
+	fs=/sys/kernel/debug/sched/fair_server/cpu1/runtime
+	if [ -e $fs ]; then
+		taskset 2 bash -c 'while :; do :; done' &
+		sleep 1
+		echo 0 >$fs || exit 1
+		kill $!
+	fi
+	chrt -f 50 taskset 2 /tmp/qemu-system-x86_64 -c 'while :; do :; done' &
+	sleep 5
+	kill -0 $! || exit 1
+	sleep 120
+	EOF
+	local vmfiles=(--file "$out/h-cpulost.sh:/root/h-cpulost.sh" --bin chrt)
+	RUN_L2_ENV="BEAT=5 CPU_LOST_SECS=20" RUN_L2_TESTS=/root/h-cpulost.sh \
+		run_l2 "$rel" "" "harness-cpulost-$rel" "$out/h-cpulost-$rel.log"
+	grep -q 'CPU 1 ran no task' "$out/harness-cpulost-$rel.wedged" 2>/dev/null &&
+		grep -q 'run-tests: CPU 1 has run no task for' "$BUILD/vm/harness-cpulost-$rel/console.log" &&
+		result ok "[$k] harness: an L2 CPU that runs no task while an L3 QEMU runs stops that L2 at once ($(cat "$out/harness-cpulost-$rel.wedged"))" ||
+		result "not ok" "[$k] harness: an L2 CPU that runs no task while an L3 QEMU runs stops that L2 at once"
 }
 
 # run_l2 REL FROM NAME LOG: one L2 boot running the in-VM tests (from test FROM on).
 # An L2 wedged in nested KVM is stopped at once (else it sits until its VM
 # timeout: 3600 s, or less near CHECK_LIMIT) and NAME.wedged says why: its
 # console shows a soft lockup in an L3 guest's QEMU (a CPU stuck in L3, the
-# other waiting on it), or a vCPU lost in L3 (l2_cpu_lost_in_l3), or its
+# other waiting on it), or a vCPU lost in L3 (l2_cpu_lost_in_l3, or
+# run-tests.sh's "@@CPULOST N@@" on ttyS2: a CPU ran no task), or its
 # heartbeat (run-tests.sh, every 30 s on ttyS2 = l3-console.log) stopped for
 # 300 s with not one new kernel line either (L1's QEMU livelocked: seen in
 # make bench).
 run_l2() {
-	local con=$BUILD/vm/$3/console.log hb=$BUILD/vm/$3/l3-console.log vpid now tmo
-	printf 'export SLOW=%s FROM=%s\nexec /src/selftests/lib/run-tests.sh\n' \
-		"${SLOW:-0}" "$2" >"$out/run-l2.sh"
-	rm -f "$con" "$out/$3.wedged"
+	local con=$BUILD/vm/$3/console.log hb=$BUILD/vm/$3/l3-console.log vpid now tmo lost
+	printf 'export SLOW=%s FROM=%s %s\nexec /src/selftests/lib/run-tests.sh %s\n' \
+		"${SLOW:-0}" "$2" "${RUN_L2_ENV:-}" "${RUN_L2_TESTS:-}" >"$out/run-l2.sh"
+	rm -f "$con" "$hb" "$out/$3.wedged"
 	tmo=$((CHECK_LIMIT - kernels_left * KERNEL_RESERVE - SECONDS))
 	[ $tmo -le 3600 ] || tmo=3600
 	[ $tmo -ge 600 ] || tmo=600
@@ -152,6 +182,11 @@ run_l2() {
 		fi
 		if l2_cpu_lost_in_l3 "$con"; then
 			echo "L2 wedged in nested KVM (a vCPU never came back from the L3 guest: khugepaged blocked, or a cross-CPU call spinning) and was stopped" >"$out/$3.wedged"
+			kill_vm "$3"
+			break
+		fi
+		if lost=$(sed -n 's/^@@CPULOST \([0-9]*\)@@.*/\1/p' "$hb" 2>/dev/null | head -n 1) && [ -n "$lost" ]; then
+			echo "L2 wedged in nested KVM (its CPU $lost ran no task for $(sed -n "s/.*run-tests: CPU $lost has run no task for \([0-9]*\) s.*/\1/p" "$con" | head -n 1) s while an L3 guest's QEMU ran) and was stopped" >"$out/$3.wedged"
 			kill_vm "$3"
 			break
 		fi

@@ -44,8 +44,51 @@ export PATH=/src/selftests/lib:$PATH
 # A heartbeat on ttyS2 (the host keeps it as l3-console.log): make check
 # stops an L2 whose heartbeat stops, the silent form of the nested-KVM wedge
 # (L1's QEMU livelocked, no line from L2 at all, not even a soft lockup).
+#
+# Each beat also starts, on every CPU, a task bound to that CPU, unless the
+# last one has not run yet. A CPU whose task has waited CPU_LOST_SECS while
+# an L3 guest's QEMU runs is said on ttyS2 as "@@CPULOST N@@" (and in the
+# kernel log), and make check stops this L2: it is the nested-KVM wedge in
+# which a vCPU went into the L3 guest and never came back. Nothing then runs
+# on that CPU, not even the timers queued there, so a test that had a task or
+# a timer on it (timeout's own, say) never ends, while the other CPU, the
+# heartbeat and the RCU and hung-task detectors look fine. A CPU busy in the
+# kernel for that long would have been reported as a soft lockup long before.
+BEAT=${BEAT:-30}
+CPU_LOST_SECS=${CPU_LOST_SECS:-150}
+l3_qemu_runs() {
+	local f
+	for f in /proc/[0-9]*/comm; do
+		[ "$(cat "$f" 2>/dev/null)" = qemu-system-x86 ] && return 0
+	done
+	return 1
+}
+probe_cpus() {
+	local now c f t0
+	now=$(cut -d. -f1 /proc/uptime)
+	for c in $(seq 0 $(($(grep -c '^processor' /proc/cpuinfo) - 1))); do
+		f=/tmp/cpuprobe.$c
+		if [ ! -e "$f" ]; then
+			echo "$now" >"$f"
+			(taskset "$(printf %x $((1 << c)))" true && rm -f "$f" "$f.said") \
+				</dev/null >/dev/null 2>&1 &
+			continue
+		fi
+		t0=$(cat "$f" 2>/dev/null) && [ -n "$t0" ] || continue
+		if [ $((now - t0)) -ge "$CPU_LOST_SECS" ] && [ ! -e "$f.said" ] && l3_qemu_runs; then
+			echo "run-tests: CPU $c has run no task for $((now - t0)) s while an L3 guest's QEMU runs" >/dev/kmsg
+			echo "@@CPULOST $c@@" >/dev/ttyS2
+			touch "$f.said"
+		fi
+	done
+}
 if [ -c /dev/ttyS2 ]; then
-	(while :; do echo "@@ALIVE $(cut -d' ' -f1 /proc/uptime)@@" >/dev/ttyS2; sleep 30; done) &
+	rm -f /tmp/cpuprobe.*
+	(while :; do
+		echo "@@ALIVE $(cut -d' ' -f1 /proc/uptime)@@" >/dev/ttyS2
+		probe_cpus
+		sleep "$BEAT"
+	done) &
 	alive_pid=$!
 	trap 'kill $alive_pid 2>/dev/null' EXIT
 fi

@@ -159,7 +159,7 @@ harness_selftests() { # kernel rel
 # timeout: 3600 s, or less near CHECK_LIMIT) and NAME.wedged says why: its
 # console shows a soft lockup in an L3 guest's QEMU (a CPU stuck in L3, the
 # other waiting on it), or a vCPU lost in L3 (l2_cpu_lost_in_l3, or
-# run-tests.sh's "@@CPULOST N@@" on ttyS2: a CPU ran no task), or its
+# run-tests.sh's "@@CPULOST N SECS@@" on ttyS2: a CPU ran no task), or its
 # heartbeat (run-tests.sh, every 30 s on ttyS2 = l3-console.log) stopped for
 # 300 s with not one new kernel line either (L1's QEMU livelocked: seen in
 # make bench).
@@ -185,8 +185,9 @@ run_l2() {
 			kill_vm "$3"
 			break
 		fi
-		if lost=$(sed -n 's/^@@CPULOST \([0-9]*\)@@.*/\1/p' "$hb" 2>/dev/null | head -n 1) && [ -n "$lost" ]; then
-			echo "L2 wedged in nested KVM (its CPU $lost ran no task for $(sed -n "s/.*run-tests: CPU $lost has run no task for \([0-9]*\) s.*/\1/p" "$con" | head -n 1) s while an L3 guest's QEMU ran) and was stopped" >"$out/$3.wedged"
+		lost=$(sed -n 's/^@@CPULOST \([0-9]*\) \([0-9]*\)@@.*/CPU \1 ran no task for \2 s/p' "$hb" 2>/dev/null | head -n 1)
+		if [ -n "$lost" ]; then
+			echo "L2 wedged in nested KVM (its $lost while an L3 guest's QEMU ran) and was stopped" >"$out/$3.wedged"
 			kill_vm "$3"
 			break
 		fi

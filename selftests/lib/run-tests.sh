@@ -47,7 +47,7 @@ export PATH=/src/selftests/lib:$PATH
 #
 # Each beat also starts, on every CPU, a task bound to that CPU, unless the
 # last one has not run yet. A CPU whose task has waited CPU_LOST_SECS while
-# an L3 guest's QEMU runs is said on ttyS2 as "@@CPULOST N@@" (and in the
+# an L3 guest's QEMU runs is said on ttyS2 as "@@CPULOST N SECS@@" (and in the
 # kernel log), and make check stops this L2: it is the nested-KVM wedge in
 # which a vCPU went into the L3 guest and never came back. Nothing then runs
 # on that CPU, not even the timers queued there, so a test that had a task or
@@ -56,6 +56,8 @@ export PATH=/src/selftests/lib:$PATH
 # kernel for that long would have been reported as a soft lockup long before.
 BEAT=${BEAT:-30}
 CPU_LOST_SECS=${CPU_LOST_SECS:-150}
+# (comm, not cmdline: reading a wedged QEMU's cmdline can block on its mm,
+# as pidof would.)
 l3_qemu_runs() {
 	local f
 	for f in /proc/[0-9]*/comm; do
@@ -77,7 +79,7 @@ probe_cpus() {
 		t0=$(cat "$f" 2>/dev/null) && [ -n "$t0" ] || continue
 		if [ $((now - t0)) -ge "$CPU_LOST_SECS" ] && [ ! -e "$f.said" ] && l3_qemu_runs; then
 			echo "run-tests: CPU $c has run no task for $((now - t0)) s while an L3 guest's QEMU runs" >/dev/kmsg
-			echo "@@CPULOST $c@@" >/dev/ttyS2
+			echo "@@CPULOST $c $((now - t0))@@" >/dev/ttyS2
 			touch "$f.said"
 		fi
 	done

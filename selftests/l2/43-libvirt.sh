@@ -33,42 +33,16 @@ ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; fail=1; }
 check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; return 1; fi; }
 
-if ! command -v libvirtd >/dev/null || ! command -v virsh >/dev/null; then
+. /src/selftests/lib/libvirt.sh
+if ! lv_have; then
 	echo "libvirt is not in the L2 image (install it on the host: make deps)"
 	exit 77
 fi
 
 rm -rf $D
-# libvirt's paths are under /var/run; /var is not in the image.
-[ -e /var/run ] || { mkdir -p /var && ln -s /run /var/run; }
-# The QEMU driver resolves its built-in default user and group (Debian's
-# libvirt-qemu, kvm) before it reads qemu.conf: they must exist.
-grep -q '^libvirt-qemu:' /etc/passwd ||
-	echo 'libvirt-qemu:x:64055:64055::/var/lib/libvirt:/bin/false' >>/etc/passwd
-grep -q '^libvirt-qemu:' /etc/group || echo 'libvirt-qemu:x:64055:' >>/etc/group
-grep -q '^kvm:' /etc/group || echo 'kvm:x:104:' >>/etc/group
-mkdir -p $D /etc/libvirt/qemu /run/libvirt /var/lib/libvirt/qemu \
-	/var/log/libvirt/qemu /var/cache/libvirt/qemu
-
-# ---- libvirtd as root, no systemd/dbus/polkit, no security driver ---------
-cat >/etc/libvirt/libvirtd.conf <<EOF
-auth_unix_ro = "none"
-auth_unix_rw = "none"
-unix_sock_rw_perms = "0700"
-log_outputs = "3:file:$D/libvirtd.log"
-EOF
-# stdio_handler "file": QEMU's log without virtlogd; namespaces and
-# cgroup_controllers empty: L2 has neither mounted nor needed.
-cat >/etc/libvirt/qemu.conf <<EOF
-user = "root"
-group = "root"
-dynamic_ownership = 0
-remember_owner = 0
-security_driver = "none"
-namespaces = [ ]
-cgroup_controllers = [ ]
-stdio_handler = "file"
-EOF
+mkdir -p $D
+lv_prepare
+lv_config /etc/libvirt $D/libvirtd.log
 
 bridge_pid= lvd_pid=
 cleanup() {
@@ -85,16 +59,8 @@ modprobe brd rd_nr=1 rd_size=$((256 * 1024)) || { nok "modprobe brd"; exit 1; }
 
 libvirtd >$D/libvirtd.out 2>&1 &
 lvd_pid=$!
-lvd_up() {
-	local end=$(($(date +%s) + 120))
-	while [ "$(date +%s)" -le $end ]; do
-		virsh version >$D/version.out 2>&1 && return 0
-		kill -0 $lvd_pid 2>/dev/null || return 1
-		sleep 1
-	done
-	return 1
-}
-if ! check "libvirtd starts and answers on qemu:///system" lvd_up; then
+if ! check "libvirtd starts and answers on qemu:///system" \
+	lv_wait_up qemu:///system $lvd_pid $D/version.out; then
 	sed 's/^/# /' $D/version.out $D/libvirtd.out $D/libvirtd.log 2>/dev/null | tail -n 30
 	exit 1
 fi

@@ -74,7 +74,8 @@ def is_base(rep):
     return re.fullmatch(r"base[0-9]*", rep) is not None
 
 
-COUNTS = ("insns", "exits", "irqs", "kicks", "wakeups", "halts", "hirqs")
+COUNTS = ("insns", "exits", "l3insns", "irqs", "kicks", "wakeups", "halts",
+          "hirqs")
 
 
 def median_base(ws):
@@ -152,6 +153,7 @@ def load_pass(d, pas):
         x = extra.get(k, {})
         w = {"boot": f[3], "insns": int(f[5]), "exits": int(f[6]),
              "ns": int(f[7]), "l1_other": float(f[8]),
+             "l3insns": int(f[9]) if len(f) > 9 and f[9] != "-" else None,
              "ios": fio[k]["ios"], "irqs": x.get("irqs"),
              "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
              "halts": x.get("halts"), "hirqs": x.get("hirqs"),
@@ -159,7 +161,7 @@ def load_pass(d, pas):
              "vwaits": x.get("vwaits")}
         if is_base(k[3]):
             if k in raw:	# an earlier boot's: its figures were not its own
-                for n in COUNTS[2:]:
+                for n in COUNTS[3:]:
                     raw[k][n] = None
             bases.setdefault(k[:3] + (w["boot"],), {})[k[3]] = w
         raw[k] = w
@@ -193,8 +195,8 @@ def load_pass(d, pas):
             "iops": fio[k]["iops"], "lat_us": fio[k]["lat_us"],
             "p99_us": fio[k]["p99_us"],
         }
-        for n in ("insns", "exits", "irqs", "kicks", "wakeups", "halts",
-                  "hirqs"):
+        for n in ("insns", "exits", "l3insns", "irqs", "kicks", "wakeups",
+                  "halts", "hirqs"):
             run[n + "_io"] = net(n)
         # vhost_blk's requests per completion batch (one guest interrupt
         # at most each), over the whole run: a ratio of two net figures
@@ -240,7 +242,8 @@ def summarize(runs):
              "polls": "%s/%s" % (k[0], k[1]) in POLLING}
         for n in ("ios", "insns_io", "exits_io", "irqs_io", "kicks_io",
                   "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us",
-                  "halts_io", "hirqs_io", "reqs_batch", "reqs_wait"):
+                  "halts_io", "hirqs_io", "reqs_batch", "reqs_wait",
+                  "l3insns_io"):
             s[n] = med([r[n] for r in p1])
         s["insns_spread"] = spread([r["insns_io"] for r in p1])
         s["base_runs"] = min(r["base_runs"] for r in p1)
@@ -270,7 +273,8 @@ def write_cost_tsv(res, summ):
             "boots_insns_per_io", "boots_insns_spread_pct",
             "boots_exits_per_io", "boots_exits_spread_pct",
             "hlt_exits_per_io", "irq_exits_per_io", "reqs_per_batch",
-            "reqs_per_wait", "base_runs", "base_exits_spread_pct"]
+            "reqs_per_wait", "base_runs", "base_exits_spread_pct",
+            "l3_insns_per_io"]
     with open(os.path.join(res, "cost.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for (b, row, wl) in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
@@ -289,7 +293,8 @@ def write_cost_tsv(res, summ):
                 fmt(s["halts_io"], "%.3f"), fmt(s["hirqs_io"], "%.3f"),
                 fmt(s["reqs_batch"], "%.1f"),
                 fmt(s["reqs_wait"], "%.1f"), str(s["base_runs"]),
-                fmt(s["base_exits_spread"], "%.1f")]) + "\n")
+                fmt(s["base_exits_spread"], "%.1f"),
+                fmt(s["l3insns_io"], "%.0f")]) + "\n")
 
 
 def write_runs_tsv(res, runs):
@@ -298,7 +303,7 @@ def write_runs_tsv(res, runs):
             "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
             "l1_other_cpus", "busy", "hlt_exits_per_io", "irq_exits_per_io",
             "reqs_per_batch", "reqs_per_wait", "base_runs",
-            "base_exits_spread_pct"]
+            "base_exits_spread_pct", "l3_insns_per_io"]
     with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for r in runs:
@@ -314,7 +319,8 @@ def write_runs_tsv(res, runs):
                 fmt(r["halts_io"], "%.3f"), fmt(r["hirqs_io"], "%.3f"),
                 fmt(r["reqs_batch"], "%.1f"),
                 fmt(r["reqs_wait"], "%.1f"), str(r["base_runs"]),
-                fmt(r["base_exits_spread"], "%.1f")]) + "\n")
+                fmt(r["base_exits_spread"], "%.1f"),
+                fmt(r["l3insns_io"], "%.0f")]) + "\n")
 
 
 def get(summ, b, row, wl):
@@ -355,10 +361,10 @@ def cost_md(summ, runs):
             w("")
             w("### %s: %s" % (b, wl))
             w("")
-            w("| row | insns/IO | spread | exits/IO | HLT, L2 irq | irq/IO | kicks/IO "
+            w("| row | insns/IO | spread | L3, L2 | exits/IO | HLT, L2 irq | irq/IO | kicks/IO "
               "| wakeups/IO | batch, per wait | weighted/IO | x aio=native (insns, exits, weighted) "
               "| IOPS | runs | boots |")
-            w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+            w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
             for row in rows:
                 s = summ[(b, row, wl)]
                 rel = "-"
@@ -376,13 +382,17 @@ def cost_md(summ, runs):
                 if s["halts_io"] is not None or s["hirqs_io"] is not None:
                     why = "%s, %s" % (fmt(s["halts_io"], "%.2f"),
                                       fmt(s["hirqs_io"], "%.2f"))
+                split = "-"
+                if s["l3insns_io"] is not None and s["insns_io"] is not None:
+                    split = "%s, %s" % (fmt(s["l3insns_io"]),
+                                        fmt(s["insns_io"] - s["l3insns_io"]))
                 batch = fmt(s["reqs_batch"], "%.1f")
                 if s["reqs_wait"] is not None:
                     batch += ", " + fmt(s["reqs_wait"], "%.1f")
-                w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+                w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
                   "| %d%s | %s |" % (
                       row, fmt(s["insns_io"]), fmt(s["insns_spread"], "%.1f%%"),
-                      fmt(s["exits_io"], "%.2f"), why, fmt(s["irqs_io"], "%.2f"),
+                      split, fmt(s["exits_io"], "%.2f"), why, fmt(s["irqs_io"], "%.2f"),
                       fmt(s["kicks_io"], "%.2f"), fmt(s["wakeups_io"], "%.2f"),
                       batch, fmt(s["weighted_io"]), rel,
                       fmt(s["iops"]), s["runs"], note, boots))

@@ -161,16 +161,17 @@ collect() {
 	grep -h '^@@IDLE ' "$res/output.log" | sed 's/@@//g' >"$res/idle.txt"
 	cp "$res/l2-console-$attempt.log" "$res/l2-console.log" 2>/dev/null
 	# "@@WIN ID ROW WL REP@@" in the output, "W ID insns exits ns l1other
-	# vcpu-insns vcpu-exits" in the plugin's file of the L2 boot (attempt)
-	# that ran it: one line per counted run, with that boot's number. A
-	# window with a "D" line too (entered again after it closed) is left out.
+	# vcpu-insns vcpu-exits l3-insns" in the plugin's file of the L2 boot
+	# (attempt) that ran it: one line per counted run, with that boot's
+	# number ("-" for l3-insns from a plugin without it). A window with a
+	# "D" line too (entered again after it closed) is left out.
 	: >"$res/windows.txt"
 	: >"$res/windows-dropped.txt"
 	for f in "$res"/windows-*.tsv; do
 		[ -e "$f" ] || continue
 		local a=${f##*windows-}; a=${a%.tsv}
 		awk -v boot="$a" -F'\t' -v OFS='\t' '
-			FNR == NR { if ($1 == "W") w[$2] = $3 OFS $4 OFS $5 OFS $6
+			FNR == NR { if ($1 == "W") w[$2] = $3 OFS $4 OFS $5 OFS $6 OFS ($9 == "" ? "-" : $9)
 				if ($1 == "D") bad[$2] = 1; next }
 			/^@@WIN / { s = $0; gsub(/@@/, "", s); split(s, a, " ")
 				if ((a[2] in w) && !(a[2] in bad)) print a[3], a[4], a[5], boot, a[2], w[a[2]] }' \

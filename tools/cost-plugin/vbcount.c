@@ -7,6 +7,9 @@
  * runs, and any guest nested inside it, since all of it goes through the
  * translator), and VMRUN instructions executed (an L2 hypervisor on SVM
  * enters its L3 guest once per L3 exit, so this is the L3 exit count).
+ * Of the instructions, those executed in an L3 guest are also counted on
+ * their own: from a VMRUN to the instruction after it, where the L2
+ * hypervisor carries on after the guest's exit (SVM returns there).
  *
  * A program in any guest level opens and closes a measurement window with a
  * marker instruction (tools/cost-plugin/vbmark.c): a 7-byte NOP whose 32-bit
@@ -24,7 +27,8 @@
  * Arguments: out=FILE (default stderr). Output, one line per event, tab
  * separated: "W id insns exits ns l1_other_cpus vcpu_insns vcpu_exits" for
  * a closed window, "D id reason" for a dropped one, "X id reason" for a
- * close that matched no open window.
+ * close that matched no open window. A "W" line ends with "l3_insns": how
+ * many of its instructions ran in an L3 guest.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,12 +55,25 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 struct vb_cpu {
 	uint64_t insns;
 	uint64_t vmruns;
+	uint64_t l3_insns;	/* of the L3 stints that ended */
+	uint64_t l3_from;	/* insns when the current stint began */
+	uint64_t in_l3;		/* a stint began (VMRUN) and has not ended */
 };
 
 struct vb_snap {
 	uint64_t insns;
 	uint64_t vmruns;
+	uint64_t l3_insns;
 };
+
+/*
+ * Where an L2 hypervisor resumes after its L3 guest exits: the address
+ * after each VMRUN seen (one per hypervisor build in practice; a few for
+ * safety). Guarded by lock.
+ */
+#define VB_MAX_RESUME	16
+static uint64_t resume_pc[VB_MAX_RESUME];
+static int n_resume;
 
 static struct qemu_plugin_scoreboard *score;
 static qemu_plugin_u64 sc_insns, sc_vmruns;
@@ -129,8 +146,13 @@ static void snap(struct vb_snap *s)
 		n = max_cpus;
 	memset(s, 0, sizeof(*s) * max_cpus);
 	for (i = 0; i < n; i++) {
+		struct vb_cpu *c = qemu_plugin_scoreboard_find(score, i);
+
 		s[i].insns = qemu_plugin_u64_get(sc_insns, i);
 		s[i].vmruns = qemu_plugin_u64_get(sc_vmruns, i);
+		/* a stint under way counts up to now */
+		s[i].l3_insns = c->l3_insns +
+				(c->in_l3 ? s[i].insns - c->l3_from : 0);
 	}
 }
 
@@ -160,7 +182,7 @@ static void window_open(uint64_t id)
 static void window_close(uint64_t id)
 {
 	struct vb_snap end[max_cpus];
-	uint64_t insns = 0, vmruns = 0, ns;
+	uint64_t insns = 0, vmruns = 0, l3 = 0, ns;
 	long long busy, self;
 	double other = -1;
 	char ci[32 * 16], ce[32 * 16];
@@ -184,6 +206,7 @@ static void window_close(uint64_t id)
 
 		insns += di;
 		vmruns += de;
+		l3 += end[i].l3_insns - win_start[i].l3_insns;
 		if (li < sizeof(ci) - 24)
 			li += snprintf(ci + li, sizeof(ci) - li, "%s%" PRIu64,
 				       i ? "," : "", di);
@@ -201,8 +224,8 @@ static void window_close(uint64_t id)
 		other = (double)other_ticks / sysconf(_SC_CLK_TCK) /
 			((double)ns / 1e9);
 	}
-	emit("W\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.2f\t%s\t%s\n",
-	     id, insns, vmruns, ns, other, ci, ce);
+	emit("W\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.2f\t%s\t%s\t%" PRIu64 "\n",
+	     id, insns, vmruns, ns, other, ci, ce, l3);
 }
 
 static void mark_exec(unsigned int vcpu, void *udata)
@@ -247,6 +270,62 @@ static void mark_exec(unsigned int vcpu, void *udata)
 	pthread_mutex_unlock(&lock);
 }
 
+/*
+ * A VMRUN about to run: the TB that holds it (its last instruction: VMRUN
+ * ends a TB) has been counted already, so what is counted from here until
+ * the hypervisor resumes ran in the guest.
+ */
+static void vmrun_exec(unsigned int vcpu, void *udata)
+{
+	struct vb_cpu *c = qemu_plugin_scoreboard_find(score, vcpu);
+
+	c->l3_from = c->insns;
+	c->in_l3 = 1;
+}
+
+/*
+ * The instruction after a VMRUN: the guest has exited. This TB's own
+ * instructions (udata), counted when it began, are the hypervisor's.
+ */
+static void resume_exec(unsigned int vcpu, void *udata)
+{
+	struct vb_cpu *c = qemu_plugin_scoreboard_find(score, vcpu);
+	uint64_t tb_insns = (uintptr_t)udata;
+
+	if (!c->in_l3)
+		return;
+	c->in_l3 = 0;
+	if (c->insns >= c->l3_from + tb_insns)
+		c->l3_insns += c->insns - tb_insns - c->l3_from;
+}
+
+static bool is_resume_pc(uint64_t pc)
+{
+	bool found = false;
+	int i;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < n_resume && !found; i++)
+		found = resume_pc[i] == pc;
+	pthread_mutex_unlock(&lock);
+	return found;
+}
+
+static void add_resume_pc(uint64_t pc)
+{
+	pthread_mutex_lock(&lock);
+	if (n_resume < VB_MAX_RESUME) {
+		int i;
+
+		for (i = 0; i < n_resume; i++)
+			if (resume_pc[i] == pc)
+				break;
+		if (i == n_resume)
+			resume_pc[n_resume++] = pc;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	size_t n = qemu_plugin_tb_n_insns(tb);
@@ -261,6 +340,10 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		uint8_t b[VB_MARK_LEN];
 		uint32_t disp;
 
+		if (is_resume_pc(qemu_plugin_insn_vaddr(insn)))
+			qemu_plugin_register_vcpu_insn_exec_cb(
+				insn, resume_exec, QEMU_PLUGIN_CB_NO_REGS,
+				(void *)(uintptr_t)n);
 		if (len != 3 && len != VB_MARK_LEN)
 			continue;
 		if (qemu_plugin_insn_data(insn, b, len) != len || b[0] != 0x0f)
@@ -269,6 +352,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 			/* VMRUN */
 			qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
 				insn, QEMU_PLUGIN_INLINE_ADD_U64, sc_vmruns, 1);
+			qemu_plugin_register_vcpu_insn_exec_cb(
+				insn, vmrun_exec, QEMU_PLUGIN_CB_NO_REGS, NULL);
+			add_resume_pc(qemu_plugin_insn_vaddr(insn) + len);
 			continue;
 		}
 		if (len != VB_MARK_LEN || b[1] != 0x1f || b[2] != 0x80)

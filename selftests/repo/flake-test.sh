@@ -43,6 +43,16 @@ printf '%s\n%s\n%s\n' "$stopped" "$stall" "$hung" |
 	'[   63.7] rcu: INFO: rcu_preempt detected stalls\n'
 printf '%s\n%s\n' "$stopped" "$hung" |
 	case_is "stopped, a hung task with no RCU stall" failure ''
+boot='[    0.000000] Linux version 6.1.0-57-cloud-amd64\n[    1.111389] audit: type=2000\n'
+printf '%s\n%s\n' "$stopped" "$hung" |
+	case_is "stopped while its kernel booted (no init yet), a hung task" flake \
+	"${boot}[  243.187565] INFO: task kthreadd:37 blocked for more than 120 seconds.\n"
+printf '%s\n%s\n' "$stopped" "$hung" |
+	case_is "stopped after its init ran, a hung task with no RCU stall" failure \
+	"${boot}[    9.2] vm: 6.1.0-57-cloud-amd64 up, running /run.sh\n[  243.1] INFO: task kthreadd:37 blocked for more than 120 seconds.\n"
+printf '%s\n%s\n%s\n' "$stopped" "$hung" 'vmrun:   [  80.1] BUG: kernel NULL pointer dereference, address: 0' |
+	case_is "stopped while its kernel booted, a hung task and a BUG" failure \
+	"${boot}[   80.1] BUG: kernel NULL pointer dereference\n"
 printf '%s\n%s\n%s\n' "$stopped" "$stall" 'vmrun:   [  80.1] BUG: kernel NULL pointer dereference, address: 0' |
 	case_is "stopped, an RCU stall and a BUG" failure ''
 printf '%s\n%s\n' "$stopped" "$stall" |

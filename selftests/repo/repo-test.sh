@@ -20,6 +20,11 @@ missing=$(for f in $files; do
 done)
 check "an SPDX-License-Identifier line in the first lines of every file${missing:+ (missing: $(echo $missing))}" \
 	test -z "$missing"
+# run-tests.sh runs (or reports as skipped) only the executable ones: a test
+# committed without its x bit would silently never run.
+noexec=$(git ls-files -s selftests/l2 | awk '$4 ~ /\.sh$/ && $1 != "100755" { print $4 }')
+check "every selftests/l2 test is executable in git${noexec:+ (not: $(echo $noexec))}" \
+	test -z "$noexec"
 if [ -f /usr/share/common-licenses/GPL-2 ]; then
 	check "COPYING is the GPL-2.0 text" cmp -s COPYING /usr/share/common-licenses/GPL-2
 else

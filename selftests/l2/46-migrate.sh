@@ -18,6 +18,7 @@
 # no request, and the guest's last QEMU reports its exit status 0.
 set -u
 E2E=${E2E_DIR:-/src/selftests/e2e}
+. /src/selftests/lib/migrate.sh
 D=/tmp/migrate
 fail=0
 ok() { echo "ok - $*"; }
@@ -41,17 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_bridge() { # name
-	local i
-	vhost-blk-bridge --socket $D/$1.sock --backend "$loopdev" --queues 2 \
-		--serial mig-disk -v >$D/$1.log 2>&1 &
-	pids+=($!)
-	for i in $(seq 50); do
-		[ -S $D/$1.sock ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
 
 qmp() { # QMP-SOCKET COMMAND-JSON...: the replies, after the handshake
 	{ printf '{"execute":"qmp_capabilities"}\n'; printf '%s\n' "$@"; sleep 1; } |
@@ -127,16 +117,7 @@ set_params() { # QMP JSON-OBJECT
 	qmp "$1" '{"execute":"migrate-set-parameters","arguments":'"$2"'}' >/dev/null
 }
 
-# mailbox WORD: write WORD into the mailbox's first sector.
-mailbox() {
-	{ printf '%s' "$1"; head -c $((512 - ${#1})) /dev/zero; } |
-		dd of=$D/mbox.img bs=512 count=1 conv=notrunc 2>/dev/null
-}
 
-ioerrs() {
-	cat /sys/kernel/debug/vhost-blk/[0-9]*/stats 2>/dev/null |
-		awk '$1 == "ioerr" { e += $2 } END { print e + 0 }'
-}
 
 modprobe vhost_blk || { nok "modprobe vhost_blk"; exit 1; }
 modprobe loop 2>/dev/null

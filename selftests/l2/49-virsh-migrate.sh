@@ -31,6 +31,7 @@ check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; return 1; fi;
 note() { echo "# $*"; echo "49-virsh-migrate: $*" >/dev/kmsg 2>/dev/null; }
 
 . /src/selftests/lib/libvirt.sh
+. /src/selftests/lib/migrate.sh
 if ! lv_have || ! command -v unshare >/dev/null; then
 	echo "libvirt or unshare is not in the L2 image (install them on the host: make deps)"
 	exit 77
@@ -61,16 +62,6 @@ ip link set lo up 2>/dev/null
 truncate -s 256M $D/disk.img && truncate -s 1M $D/mbox.img &&
 	loopdev=$(losetup -f --show $D/disk.img) || { nok "backing file and loop device"; exit 1; }
 
-start_bridge() { # name
-	vhost-blk-bridge --socket $D/$1.sock --backend "$loopdev" --queues 2 \
-		--serial mig-disk -v >$D/$1.log 2>&1 &
-	pids+=($!)
-	for _ in $(seq 50); do
-		[ -S $D/$1.sock ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
 check "two bridges start on $loopdev" eval 'start_bridge a && start_bridge b' ||
 	{ cat $D/*.log; exit 1; }
 
@@ -166,15 +157,6 @@ domain_xml b dst >$D/dst.xml
 : >$D/output-src.log
 : >$D/output-dst.log
 
-# mailbox WORD: write WORD into the mailbox's first sector.
-mailbox() {
-	{ printf '%s' "$1"; head -c $((512 - ${#1})) /dev/zero; } |
-		dd of=$D/mbox.img bs=512 count=1 conv=notrunc 2>/dev/null
-}
-ioerrs() {
-	cat /sys/kernel/debug/vhost-blk/[0-9]*/stats 2>/dev/null |
-		awk '$1 == "ioerr" { e += $2 } END { print e + 0 }'
-}
 # wait_word SIDE WORD: the guest, running on SIDE's libvirtd, prints WORD
 # (600 s at most; not if the domain is gone from SIDE).
 wait_word() {

@@ -12,7 +12,14 @@
 # L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
 # L2_CPUS (default 2): L2's vCPUs. PIN=0: L3's threads not pinned in L2; PIN_CPU: the
 # L2 CPU of the backend's threads (bench/l2-bench.sh). BENCH_L2_BOOTS (default 6): L2 boots a pass
-# may take after the nested-KVM flake (below).
+# may take after the nested-KVM flake (below); BENCH_L2_SECS (default 14400): the limit of one L2 boot.
+# RESUME=results/DIR: go on with a run that stopped before its end (its L2 boots
+# used up, or make bench itself stopped): each pass not finished there starts a
+# fresh L2 at the row and workload where it stopped, with that run's settings
+# (the variables above but BENCH_L2_BOOTS and BENCH_L2_SECS are then its own,
+# not the caller's), and the report is
+# made again over all of it. Only on the sources the run started with
+# (DIR/source; RESUME_FORCE=1 goes on all the same and says so there).
 #
 # Counting (Documentation/benchmarks.rst): when L2 runs under TCG, its QEMU
 # loads the vbcount plugin (tools/cost-plugin), and every fio run is a counted
@@ -32,39 +39,65 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TOP"
 
+# pass_env: the environment of a pass's L2 (the caller's settings), the
+# first lines of its run.sh.
+pass_env() {
+	echo "export QUICK=${QUICK:-0} REPS=${REPS:-3}"
+	[ -n "${ROWS:-}" ] && echo "export ROWS='$ROWS'"
+	[ -n "${BACKENDS:-}" ] && echo "export BACKENDS='$BACKENDS'"
+	[ -n "${L3_CPUS:-}" ] && echo "export L3_CPUS='$L3_CPUS'"
+	[ -n "${WORKLOADS:-}" ] && echo "export WORKLOADS='$WORKLOADS'"
+	[ -n "${RUNTIME:-}" ] && echo "export RUNTIME='$RUNTIME'"
+	[ -n "${IOS:-}" ] && echo "export IOS='$IOS'"
+	[ -n "${IOS_QD1:-}" ] && echo "export IOS_QD1='$IOS_QD1'"
+	[ -n "${BASE_REPS:-}" ] && echo "export BASE_REPS='$BASE_REPS'"
+	[ -n "${REPEAT_ROW+set}" ] && echo "export REPEAT_ROW='$REPEAT_ROW'"
+	[ -n "${REPEAT_PARAMS:-}" ] && echo "export REPEAT_PARAMS='$REPEAT_PARAMS'"
+	[ -n "${REPEAT_WORKLOADS+set}" ] && echo "export REPEAT_WORKLOADS='$REPEAT_WORKLOADS'"
+	[ -n "${PARAMS:-}" ] && echo "export PARAMS='$PARAMS'"
+	[ -n "${PIN:-}" ] && echo "export PIN='$PIN'"
+	[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
+	[ -n "${QEMU_POLL_NS:-}" ] && echo "export QEMU_POLL_NS='$QEMU_POLL_NS'"
+	[ -n "${EXIT_REASONS:-}" ] && echo "export EXIT_REASONS='$EXIT_REASONS'"
+}
+
 # run_pass RES: the attempts loop of one pass (one L2 boot, and fresh ones
 # after the nested-KVM flake); the pass's environment (ROWS, WORKLOADS, ...)
 # is the caller's. Sets vrc and attempt.
 run_pass() {
 	local res=$1 plugin=() from= finished= skip= log vpid stalled last size since why rowline row row2 prev
+	local env reps=${REPS:-3} first
 	mkdir -p "$res/json"
-	: >"$res/output.log"
 	attempt=1
+	env=$(pass_env)
+	if [ -n "${RESUME:-}" ] && [ -e "$res/attempt-1.log" ]; then
+		# Go on where the last L2 boot of this pass stopped (the
+		# settings are the run's own: resume_settings).
+		while [ -e "$res/attempt-$attempt.log" ]; do attempt=$((attempt + 1)); done
+		rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$res/output.log" | tail -n 1)
+		read -r row row2 <<<"$rowline"
+		if [ -n "$row" ]; then
+			from=$row
+			finished=$(REPS=$reps bench/done-workloads.sh "$res/output.log" "$row" $row2 | tr '\n' ' ')
+			finished=${finished% }
+		fi
+		echo "@@RERUN ${row:-(no row yet)} - this pass had stopped ($(cat "$res/pass.status" 2>/dev/null || echo "make bench stopped during it")); make bench RESUME= went on in a fresh L2 (boot $attempt)${finished:+ after the workloads the row had finished ($finished)}@@" |
+			tee -a "$res/output.log"
+	else
+		: >"$res/output.log"
+	fi
+	rm -f "$res/pass.status"
+	first=$attempt
 	while :; do
 		{
-			echo "export QUICK=${QUICK:-0} REPS=${REPS:-3} FROM_ROW='$from' FROM_DONE='$finished' SKIP_ROWS='$skip'"
-			[ -n "${ROWS:-}" ] && echo "export ROWS='$ROWS'"
-			[ -n "${BACKENDS:-}" ] && echo "export BACKENDS='$BACKENDS'"
-			[ -n "${L3_CPUS:-}" ] && echo "export L3_CPUS='$L3_CPUS'"
-			[ -n "${WORKLOADS:-}" ] && echo "export WORKLOADS='$WORKLOADS'"
-			[ -n "${RUNTIME:-}" ] && echo "export RUNTIME='$RUNTIME'"
-			[ -n "${IOS:-}" ] && echo "export IOS='$IOS'"
-			[ -n "${IOS_QD1:-}" ] && echo "export IOS_QD1='$IOS_QD1'"
-			[ -n "${BASE_REPS:-}" ] && echo "export BASE_REPS='$BASE_REPS'"
-			[ -n "${REPEAT_ROW+set}" ] && echo "export REPEAT_ROW='$REPEAT_ROW'"
-			[ -n "${REPEAT_PARAMS:-}" ] && echo "export REPEAT_PARAMS='$REPEAT_PARAMS'"
-			[ -n "${REPEAT_WORKLOADS+set}" ] && echo "export REPEAT_WORKLOADS='$REPEAT_WORKLOADS'"
-			[ -n "${PARAMS:-}" ] && echo "export PARAMS='$PARAMS'"
-			[ -n "${PIN:-}" ] && echo "export PIN='$PIN'"
-			[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
-			[ -n "${QEMU_POLL_NS:-}" ] && echo "export QEMU_POLL_NS='$QEMU_POLL_NS'"
-			[ -n "${EXIT_REASONS:-}" ] && echo "export EXIT_REASONS='$EXIT_REASONS'"
+			echo "$env"
+			echo "export FROM_ROW='$from' FROM_DONE='$finished' SKIP_ROWS='$skip'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
 		plugin=()
 		[ "$accel" = tcg ] && plugin=(--plugin "$TOP/build/plugin/libvbcount.so,out=$res/windows-$attempt.tsv")
-		scripts/vm.sh --kernel "$rel" --name "bench-$rel" --timeout 5400 --mem 6G --smp "${L2_CPUS:-2}" \
+		scripts/vm.sh --kernel "$rel" --name "bench-$rel" --timeout "${BENCH_L2_SECS:-14400}" --mem 6G --smp "${L2_CPUS:-2}" \
 			"${plugin[@]}" "$res/run.sh" >"$log" 2>&1 &
 		vpid=$!
 		tail -n +1 -f --pid=$vpid "$log" |
@@ -97,8 +130,8 @@ run_pass() {
 		# a fresh L2 resumes the interrupted row after the workloads it had
 		# finished (all its runs printed whole), then runs the rest; a row
 		# that killed L2 twice without finishing a workload in between is
-		# skipped (reported under "Rows that did not run or did not finish"); at most 6 L2
-		# boots; the results say so.
+		# skipped (reported under "Rows that did not run or did not finish"); at most
+		# BENCH_L2_BOOTS L2 boots (a RESUME may go on); the results say so.
 		why=
 		if [ "$vrc" != 0 ] && nested_kvm_panic "$res/l2-console-$attempt.log"; then
 			why="the L2 kernel panicked inside nested KVM (qemu-system-x86)"
@@ -106,14 +139,16 @@ run_pass() {
 			why="L2 printed nothing for ${L1_STALL_SECS:-420}s (wedged in nested KVM) and was stopped"
 		elif [ "$vrc" = 125 ] && grep -q 'VM ended without reporting an exit status' "$log"; then
 			why="the L2 VM reset itself without a message (nested KVM)"
+		elif [ "$vrc" = 124 ]; then
+			why="the L2 VM reached its limit of ${BENCH_L2_SECS:-14400}s"
 		fi
-		[ -n "$why" ] && [ $attempt -lt "${BENCH_L2_BOOTS:-6}" ] || break
+		[ -n "$why" ] && [ $((attempt - first + 1)) -lt "${BENCH_L2_BOOTS:-6}" ] || break
 		# "# row R" or "# row R and R2" (the vhost pair)
 		rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$log" | tail -n 1)
 		read -r row row2 <<<"$rowline"
 		[ -n "$row" ] || break
 		prev=$finished
-		finished=$(REPS=${REPS:-3} bench/done-workloads.sh "$res/output.log" "$row" $row2 | tr '\n' ' ')
+		finished=$(REPS=$reps bench/done-workloads.sh "$res/output.log" "$row" $row2 | tr '\n' ' ')
 		finished=${finished% }
 		if [ "$row" = "$from" ] && [ "$finished" = "$prev" ]; then
 			skip="$skip $row $row2"
@@ -128,6 +163,8 @@ run_pass() {
 		echo "bench: L2 died or wedged in nested KVM during $row; attempt $((attempt + 1)) starts there"
 		attempt=$((attempt + 1))
 	done
+	# what a RESUME reads: a pass with status 0 is done
+	echo "status $vrc after L2 boot $attempt${why:+: $why}" >"$res/pass.status"
 }
 
 # collect RES: the fio JSON blocks and counter lines out of a pass's output,
@@ -218,13 +255,56 @@ host_pass() {
 	vrc=$rc attempt=1
 }
 
+# src_stamp: one hash over what a run's L2 and L3 execute (the modules, the
+# bench scripts, the plugin, the VM scripts) as they are in the work tree.
+src_stamp() {
+	git -C "$TOP" rev-parse --git-dir >/dev/null 2>&1 || { echo "none (not a git tree)"; return; }
+	git -C "$TOP" ls-files -z -- Kbuild Makefile include vhost_blk virtio_blk_bio bench tools \
+		scripts/vm scripts/vm.sh scripts/lib.sh | xargs -0 sha256sum | sha256sum | cut -c1-16
+}
+
+# resume_settings RES: the settings RES was started with, in place of the
+# caller's: the L2's from its first pass's run.sh, this script's own from
+# RES/bench.env.
+resume_settings() {
+	local res=$1
+	unset ROWS BACKENDS L3_CPUS WORKLOADS RUNTIME IOS IOS_QD1 BASE_REPS REPEAT_ROW REPEAT_PARAMS \
+		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS EXIT_REASONS PASSES L2_CPUS
+	eval "$(sed -e '1s/ FROM_ROW=.*//' -e '/^export FROM_ROW=/d' -e '/^exec /d' "$res/run.sh")"
+	[ -f "$res/bench.env" ] && . "$res/bench.env"
+	return 0
+}
+
 kernels=${KERNELS:-6.12}
 stamp=$(date +%Y%m%d-%H%M)
+if [ -n "${RESUME:-}" ]; then
+	res=$(cd "$RESUME" 2>/dev/null && pwd)
+	if [ -z "$res" ] || [ ! -f "$res/run.sh" ] || [ ! -f "$res/counted" ]; then
+		echo "bench: RESUME=$RESUME is not a counted run of make bench (results/DATE-TIME-KERNEL with run.sh)" >&2
+		exit 1
+	fi
+	src=$(src_stamp)
+	was=$(sed -n 's/^sources //p' "$res/source" 2>/dev/null)
+	if [ "$src" != "$was" ]; then
+		if [ "${RESUME_FORCE:-0}" != 1 ]; then
+			echo "bench: RESUME: the sources differ from those $res started with (${was:-not recorded}, now $src):" >&2
+			echo "bench: its counts would mix two versions of what they measure. RESUME_FORCE=1 goes on all the same." >&2
+			exit 1
+		fi
+		echo "resumed $(date +%Y%m%d-%H%M) with RESUME_FORCE=1 on other sources: $src" >>"$res/source"
+	fi
+	resume_settings "$res"
+	kernels=$(sed -n 's/^counted //p' "$res/counted")
+fi
 rc_all=0
 for k in $kernels; do
 	rel=$(kernel_rel "$k") || exit 1
-	res=$TOP/results/$stamp-$rel
-	mkdir -p "$res"
+	if [ -z "${RESUME:-}" ]; then
+		res=$TOP/results/$stamp-$rel
+		mkdir -p "$res"
+		echo "sources $(src_stamp)" >"$res/source"
+		git -C "$TOP" describe --always --dirty >>"$res/source" 2>/dev/null
+	fi
 	accel=$(scripts/vm.sh --kernel "$rel" --print-accel) || exit 1
 	if [ "$accel" = kvm ] && [ "${BENCH_NESTED:-0}" != 1 ]; then
 		res=$TOP/results/$stamp-host-$(uname -r)
@@ -248,13 +328,20 @@ for k in $kernels; do
 	fi
 	passes=${PASSES:-2}
 	[ "${QUICK:-0}" = 1 ] && passes=${PASSES:-1}
+	[ -n "${RESUME:-}" ] || echo "PASSES=$passes L2_CPUS=${L2_CPUS:-2}" >"$res/bench.env"
 	echo "bench: kernel $rel ($accel$([ "$accel" = tcg ] && echo ", counted by the vbcount plugin")), QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-2}, results in $res"
 	for pass in $(seq 1 "$passes"); do
 		pres=$res
+		[ "$pass" -gt 1 ] && pres=$res/pass$pass
+		if [ -n "${RESUME:-}" ] && grep -q '^status 0 ' "$pres/pass.status" 2>/dev/null; then
+			echo "bench: pass $pass was done ($pres)"
+			attempt=$(sed -n 's/^status 0 after L2 boot \([0-9]*\).*/\1/p' "$pres/pass.status")
+			collect "$pres"
+			continue
+		fi
 		if [ "$pass" -gt 1 ]; then
 			# Pass 2: a fresh L2 boot measures the target rows and
 			# workloads again (the spread of the counts across boots).
-			pres=$res/pass$pass
 			echo "bench: pass $pass (a fresh L2 boot): the target rows and workloads again, results in $pres"
 		fi
 		start=$(date +%s)

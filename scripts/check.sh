@@ -261,13 +261,15 @@ host_tap() {
 	fi
 }
 
-# Host-only, once, no VM: the benchmark report on a fixture with known numbers;
+# Host-only, once, no VM: the benchmark report on a fixture with known numbers,
+# and make bench's L2 boots and RESUME on a stand-in L2;
 # the bridge's socket and protocol handling (--no-kernel); the repository's
 # basics and the installed files; the rule that tells the nested-KVM flake
 # from a failure, on fixtures; the test kit (installs no kernel, touches no
 # boot entry; the test kernels work from the build tree alone).
 echo "# ==== host (no VM)"
 host_tap "bench report" selftests/bench/report-test.sh
+host_tap "bench resume" selftests/bench/resume-test.sh
 make -s tools >"$out/tools.log" 2>&1 || { result "not ok" "userspace tools build"; tail -n 20 "$out/tools.log"; }
 host_tap "bridge" selftests/bridge/bridge-test.py
 host_tap "repository" selftests/repo/repo-test.sh

@@ -74,6 +74,12 @@ run_pass() {
 		# Go on where the last L2 boot of this pass stopped (the
 		# settings are the run's own: resume_settings).
 		while [ -e "$res/attempt-$attempt.log" ]; do attempt=$((attempt + 1)); done
+		# make bench stopped while an L2 ran: that boot's output is not
+		# in output.log yet (it goes there when the VM ends)
+		if [ ! -e "$res/pass.status" ]; then
+			cat "$res/attempt-$((attempt - 1)).log" >>"$res/output.log"
+			cp "$BUILD/vm/bench-$rel/console.log" "$res/l2-console-$((attempt - 1)).log" 2>/dev/null
+		fi
 		rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$res/output.log" | tail -n 1)
 		read -r row row2 <<<"$rowline"
 		if [ -n "$row" ]; then
@@ -204,9 +210,12 @@ collect() {
 	# "D" line too (entered again after it closed) is left out.
 	: >"$res/windows.txt"
 	: >"$res/windows-dropped.txt"
-	for f in "$res"/windows-*.tsv; do
+	# in the order of the boots (a run measured again: the later counts)
+	local a=0
+	while [ -e "$res/attempt-$((a + 1)).log" ]; do
+		a=$((a + 1))
+		f=$res/windows-$a.tsv
 		[ -e "$f" ] || continue
-		local a=${f##*windows-}; a=${a%.tsv}
 		awk -v boot="$a" -F'\t' -v OFS='\t' '
 			FNR == NR { if ($1 == "W") w[$2] = $3 OFS $4 OFS $5 OFS $6 OFS ($9 == "" ? "-" : $9)
 				if ($1 == "D") bad[$2] = 1; next }
@@ -295,7 +304,13 @@ if [ -n "${RESUME:-}" ]; then
 	fi
 	resume_settings "$res"
 	kernels=$(sed -n 's/^counted //p' "$res/counted")
+	if ps -eo args= | grep -F "$BUILD/vm/bench-$kernels/initrd.img" | grep -q qemu-system; then
+		echo "bench: RESUME: an L2 of make bench on $kernels still runs (another make bench?); stop it first" >&2
+		exit 1
+	fi
 fi
+# make bench stopped (^C, kill): its L2 stops too, not running on unwatched
+trap 'kill_vm "bench-${rel:-none}"; exit 130' INT TERM
 rc_all=0
 for k in $kernels; do
 	rel=$(kernel_rel "$k") || exit 1

@@ -8,7 +8,8 @@
 # boots run out stops with its pass unfinished; RESUME= must refuse other
 # sources, then go on at the row and workload where it stopped, with the
 # run's settings and not the caller's, finish pass 1, run pass 2, and on a
-# finished run boot nothing.
+# finished run boot nothing. A make bench stopped while its L2 ran: RESUME
+# goes on after what that boot had finished.
 # Prints TAP-style "ok - " / "not ok - " lines (scripts/check.sh counts them).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,6 +62,12 @@ for row in ${ROWS:-a b c}; do
 	for wl in w1 w2; do
 		[ "$r" = "$FROM_ROW" ] && case " $FROM_DONE " in *" $wl "*) continue ;; esac
 		echo "@@JSON $r $wl 1@@"
+		if [ "$die" = "$row $wl stop" ]; then
+			# make bench itself stopped (^C) while this L2 runs
+			kill -TERM "$PPID"
+			sleep 1
+			exit 137
+		fi
 		if [ "$die" = "$row $wl" ]; then
 			printf 'Kernel panic - not syncing: stand-in\nComm: qemu-system-x86\n' \
 				>"$here/build/vm/$name/console.log"
@@ -117,5 +124,20 @@ bench RESUME="$res"
 rc=$?
 check "RESUME of a finished run succeeds" test "$rc" = 0
 check "and boots nothing" test "$(wc -l <"$t/boots.log")" = 4
+
+# make bench stopped during boot 1, in b/w2: what that boot finished is
+# not lost, and a RESUME goes on there.
+rm -rf "$t/results" "$t/boots.log"
+printf 'b w2 stop\nnone\nnone\n' >"$t/plan"
+bench PASSES=1
+rc=$?
+res=$(ls -d "$t"/results/*-$rel 2>/dev/null | head -n 1)
+check "make bench stopped: status 130, no pass status" test "$rc" = 130 -a ! -e "$res/pass.status"
+bench RESUME="$res"
+rc=$?
+check "RESUME of a stopped run finishes it" test "$rc" = 0
+check "starting at b after w1, in boot 2" test "$(sed -n 2p "$t/boots.log")" = "FROM_ROW=nullb/b FROM_DONE=w1 ROWS= IOS="
+check "the stopped boot's runs are in the results" \
+	test "$(REPS=1 "$t/bench/done-workloads.sh" "$res/output.log" nullb/a | tr '\n' ' ')" = "w1 w2 "
 [ $fail = 0 ] || { echo "# bench.sh's output:"; sed 's/^/#   /' "$t/bench.out"; }
 exit $fail

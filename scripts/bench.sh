@@ -66,7 +66,7 @@ pass_env() {
 # is the caller's. Sets vrc and attempt.
 run_pass() {
 	local res=$1 plugin=() from= finished= skip= log vpid stalled last size since why rowline row row2 prev
-	local env reps=${REPS:-3} first
+	local env reps=${REPS:-3} first retrying= gave_up= extra= r
 	mkdir -p "$res/json"
 	attempt=1
 	env=$(pass_env)
@@ -80,15 +80,29 @@ run_pass() {
 			cat "$res/attempt-$((attempt - 1)).log" >>"$res/output.log"
 			cp "$BUILD/vm/bench-$rel/console.log" "$res/l2-console-$((attempt - 1)).log" 2>/dev/null
 		fi
-		rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$res/output.log" | tail -n 1)
-		read -r row row2 <<<"$rowline"
-		if [ -n "$row" ]; then
-			from=$row
-			finished=$(REPS=$reps bench/done-workloads.sh "$res/output.log" "$row" $row2 | tr '\n' ' ')
-			finished=${finished% }
+		# the rows it skipped (they killed L2 twice): tried again below
+		if [ -e "$res/pass.status" ]; then
+			skip=$(sed -n 's/.*; rows not run: //p' "$res/pass.status")
+		else
+			skip=$(sed -n "s/^export .*SKIP_ROWS='\([^']*\)'.*/\1/p" "$res/run.sh")
 		fi
-		echo "@@RERUN ${row:-(no row yet)} - this pass had stopped ($(cat "$res/pass.status" 2>/dev/null || echo "make bench stopped during it")); make bench RESUME= went on in a fresh L2 (boot $attempt)${finished:+ after the workloads the row had finished ($finished)}@@" |
-			tee -a "$res/output.log"
+		if grep -q '^status 0 ' "$res/pass.status" 2>/dev/null; then
+			# it ran to its end: only its skipped rows are left
+			echo "@@RERUN ${skip# } - this pass had ended without these rows; make bench RESUME= tries them again@@" |
+				tee -a "$res/output.log"
+			attempt=$((attempt - 1))
+			retry_next || { vrc=0; return; }
+		else
+			rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$res/output.log" | tail -n 1)
+			read -r row row2 <<<"$rowline"
+			if [ -n "$row" ]; then
+				from=$row
+				finished=$(REPS=$reps bench/done-workloads.sh "$res/output.log" "$row" $row2 | tr '\n' ' ')
+				finished=${finished% }
+			fi
+			echo "@@RERUN ${row:-(no row yet)} - this pass had stopped ($(cat "$res/pass.status" 2>/dev/null || echo "make bench stopped during it")); make bench RESUME= went on in a fresh L2 (boot $attempt)${finished:+ after the workloads the row had finished ($finished)}@@" |
+				tee -a "$res/output.log"
+		fi
 	else
 		: >"$res/output.log"
 	fi
@@ -97,7 +111,10 @@ run_pass() {
 	while :; do
 		{
 			echo "$env"
-			echo "export FROM_ROW='$from' FROM_DONE='$finished' SKIP_ROWS='$skip'"
+			[ -n "$extra" ] && echo "$extra"
+			r=$skip
+			[ -n "$retrying" ] && r=$gave_up
+			echo "export FROM_ROW='$from' FROM_DONE='$finished' SKIP_ROWS='$(echo $r)'"
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
@@ -136,8 +153,11 @@ run_pass() {
 		# a fresh L2 resumes the interrupted row after the workloads it had
 		# finished (all its runs printed whole), then runs the rest; a row
 		# that killed L2 twice without finishing a workload in between is
-		# skipped (reported under "Rows that did not run or did not finish"); at most
-		# BENCH_L2_BOOTS L2 boots (a RESUME may go on); the results say so.
+		# skipped, and once the other rows are done, tried once more in an L2
+		# boot of its own (a row that gives up then is reported under "Rows
+		# that did not run or did not finish"); at most BENCH_L2_BOOTS L2
+		# boots (a RESUME may go on, and tries the skipped rows again); the
+		# results say so.
 		why=
 		if [ "$vrc" != 0 ] && nested_kvm_panic "$res/l2-console-$attempt.log"; then
 			why="the L2 kernel panicked inside nested KVM (qemu-system-x86)"
@@ -148,7 +168,14 @@ run_pass() {
 		elif [ "$vrc" = 124 ]; then
 			why="the L2 VM reached its limit of ${BENCH_L2_SECS:-14400}s"
 		fi
-		[ -n "$why" ] && [ $((attempt - first + 1)) -lt "${BENCH_L2_BOOTS:-6}" ] || break
+		[ $((attempt - first + 1)) -lt "${BENCH_L2_BOOTS:-6}" ] || break
+		if [ -z "$why" ]; then
+			# L2 ran to its end: the rows it skipped get one more L2
+			# boot each backend (a fresh L2 often gets through)
+			[ "$vrc" = 0 ] || break
+			retry_next || break
+			continue
+		fi
 		# "# row R" or "# row R and R2" (the vhost pair)
 		rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$log" | tail -n 1)
 		read -r row row2 <<<"$rowline"
@@ -157,9 +184,17 @@ run_pass() {
 		finished=$(REPS=$reps bench/done-workloads.sh "$res/output.log" "$row" $row2 | tr '\n' ' ')
 		finished=${finished% }
 		if [ "$row" = "$from" ] && [ "$finished" = "$prev" ]; then
+			if [ -n "$retrying" ]; then
+				gave_up="$gave_up $row $row2"
+				echo "@@RERUN $row - $why during this row again, no workload finished in between; not run@@" |
+					tee -a "$res/output.log"
+				# (the pass's own rows were all done: it ends well)
+				retry_next || { vrc=0; why=; break; }
+				continue
+			fi
 			skip="$skip $row $row2"
 			finished=
-			echo "@@RERUN $row - $why during this row again, no workload finished in between; a fresh L2 runs the rows after it@@" |
+			echo "@@RERUN $row - $why during this row again, no workload finished in between; a fresh L2 runs the rows after it, and this row again at the end@@" |
 				tee -a "$res/output.log"
 		else
 			echo "@@RERUN $row - $why during this row; a fresh L2 resumed it${finished:+ after the workloads it had finished ($finished)} and ran the rows after it@@" |
@@ -169,8 +204,38 @@ run_pass() {
 		echo "bench: L2 died or wedged in nested KVM during $row; attempt $((attempt + 1)) starts there"
 		attempt=$((attempt + 1))
 	done
-	# what a RESUME reads: a pass with status 0 is done
-	echo "status $vrc after L2 boot $attempt${why:+: $why}" >"$res/pass.status"
+	# what a RESUME reads: a pass with status 0 and every row run is done
+	r=$(echo $skip $gave_up)
+	echo "status $vrc after L2 boot $attempt${why:+: $why}${r:+; rows not run: $r}" >"$res/pass.status"
+}
+
+# retry_next (in run_pass): set up an L2 boot for the first row the pass
+# skipped (the vhost pair together), on its own (BACKENDS and ROWS narrowed
+# to it, no repeat row), after the workloads it had finished; 1 if none is
+# left.
+retry_next() {
+	local b r e r2= rest=
+	set -- $skip
+	[ $# -gt 0 ] || return 1
+	b=${1%%/*} r=${1#*/}
+	shift
+	for e in "$@"; do
+		if [ "$r" = vhost-blk-mq ] && [ "$e" = "$b/vhost-blk-bio" ]; then
+			r2=vhost-blk-bio
+		else
+			rest="$rest $e"
+		fi
+	done
+	skip=$rest
+	retrying=$b/$r
+	extra="export BACKENDS='$b' ROWS='$r${r2:+ $r2}' REPEAT_ROW=''"
+	from=$b/$r
+	finished=$(REPS=$reps bench/done-workloads.sh "$res/output.log" "$from" ${r2:+$b/$r2} | tr '\n' ' ')
+	finished=${finished% }
+	attempt=$((attempt + 1))
+	echo "@@RERUN $from - skipped earlier in this pass; L2 boot $attempt runs it again${r2:+ with $b/$r2}${finished:+ after the workloads it had finished ($finished)}@@" |
+		tee -a "$res/output.log"
+	return 0
 }
 
 # collect RES: the fio JSON blocks and counter lines out of a pass's output,
@@ -348,7 +413,8 @@ for k in $kernels; do
 	for pass in $(seq 1 "$passes"); do
 		pres=$res
 		[ "$pass" -gt 1 ] && pres=$res/pass$pass
-		if [ -n "${RESUME:-}" ] && grep -q '^status 0 ' "$pres/pass.status" 2>/dev/null; then
+		if [ -n "${RESUME:-}" ] && grep -q '^status 0 ' "$pres/pass.status" 2>/dev/null &&
+		   ! grep -q '; rows not run: ' "$pres/pass.status"; then
 			echo "bench: pass $pass was done ($pres)"
 			attempt=$(sed -n 's/^status 0 after L2 boot \([0-9]*\).*/\1/p' "$pres/pass.status")
 			collect "$pres"

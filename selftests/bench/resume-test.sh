@@ -46,6 +46,7 @@ done
 here=$(cd "$(dirname "$0")/.." && pwd)
 eval "$(grep '^export ' "$script")"
 echo "FROM_ROW=$FROM_ROW FROM_DONE=$FROM_DONE ROWS=${ROWS:-} IOS=${IOS:-}" >>"$here/boots.log"
+echo "SKIP_ROWS=$SKIP_ROWS ROWS=${ROWS:-} BACKENDS=${BACKENDS:-}" >>"$here/skips.log"
 die=$(head -n 1 "$here/plan" 2>/dev/null)
 sed -i 1d "$here/plan" 2>/dev/null
 mkdir -p "$here/build/vm/$name"
@@ -58,6 +59,7 @@ for row in ${ROWS:-a b c}; do
 		[ "$r" = "$FROM_ROW" ] || continue
 		skipping=0
 	fi
+	case " $SKIP_ROWS " in *" $r "*) echo "@@FAIL $r - not run@@"; continue ;; esac
 	echo "# row $r"
 	for wl in w1 w2; do
 		[ "$r" = "$FROM_ROW" ] && case " $FROM_DONE " in *" $wl "*) continue ;; esac
@@ -139,5 +141,34 @@ check "RESUME of a stopped run finishes it" test "$rc" = 0
 check "starting at b after w1, in boot 2" test "$(sed -n 2p "$t/boots.log")" = "FROM_ROW=nullb/b FROM_DONE=w1 ROWS= IOS="
 check "the stopped boot's runs are in the results" \
 	test "$(REPS=1 "$t/bench/done-workloads.sh" "$res/output.log" nullb/a | tr '\n' ' ')" = "w1 w2 "
+
+# Row b kills L2 twice with nothing finished: skipped, c runs, then b again
+# in a boot of its own, at the end.
+rm -rf "$t/results" "$t/boots.log" "$t/skips.log"
+printf 'b w1\nb w1\nnone\nnone\n' >"$t/plan"
+bench PASSES=1 BENCH_L2_BOOTS=6
+rc=$?
+res=$(ls -d "$t"/results/*-$rel 2>/dev/null | head -n 1)
+check "a skipped row: the pass still ends well" test "$rc" = 0
+check "boot 3 runs the rows after it" test "$(sed -n 3p "$t/skips.log")" = "SKIP_ROWS=nullb/b ROWS= BACKENDS="
+check "boot 4 runs it alone at the end" test "$(sed -n 4p "$t/skips.log")" = "SKIP_ROWS= ROWS=b BACKENDS=nullb"
+check "and it is whole in the results" \
+	test "$(REPS=1 "$t/bench/done-workloads.sh" "$res/output.log" nullb/b | tr '\n' ' ')" = "w1 w2 "
+check "the pass has no row left" grep -q '^status 0 after L2 boot 4$' "$res/pass.status"
+
+# The retry fails too: the row is not run, and the pass says so; a RESUME
+# tries it once more.
+rm -rf "$t/results" "$t/boots.log" "$t/skips.log"
+printf 'b w1\nb w1\nnone\nb w1\nnone\n' >"$t/plan"
+bench PASSES=1 BENCH_L2_BOOTS=6
+res=$(ls -d "$t"/results/*-$rel 2>/dev/null | head -n 1)
+check "a retry that fails: the row is reported not run" grep -q '^status 0 after L2 boot 4; rows not run: nullb/b$' "$res/pass.status"
+check "and no boot is spent on nothing" test "$(wc -l <"$t/boots.log")" = 4
+bench RESUME="$res"
+rc=$?
+check "RESUME runs the row once more" test "$rc" = 0 -a "$(sed -n 5p "$t/skips.log")" = "SKIP_ROWS= ROWS=b BACKENDS=nullb"
+check "and the pass is whole" test "$(cat "$res/pass.status")" = "status 0 after L2 boot 5"
+check "b is whole in the results" \
+	test "$(REPS=1 "$t/bench/done-workloads.sh" "$res/output.log" nullb/b | tr '\n' ' ')" = "w1 w2 "
 [ $fail = 0 ] || { echo "# bench.sh's output:"; sed 's/^/#   /' "$t/bench.out"; }
 exit $fail

@@ -137,6 +137,13 @@ if [ "${EXIT_REASONS:-0}" = 1 ]; then
 	fi
 fi
 echo "@@SET exit_reasons $([ $exitr = 1 ] && echo on || echo off)@@"
+# PROFILE=1 (make bench loads the plugin with profile=): where each run's
+# instructions went. A block callback slows the machine, so exits are not
+# the bench's (settings: on). The addresses are turned into names from
+# this kernel's layout (workloads.sh --ksyms), printed again once each
+# backend is set up (it may have loaded modules).
+echo "@@SET profile $([ "${PROFILE:-0}" = 1 ] && echo on || echo off)@@"
+ksyms_done=0
 
 # exitr_read: the two histograms as "CODE:N ... MSR/W:N ..." in EXITR;
 # builtins only. Lines look like "{ exit_reason: 0x78 } hitcount: 12" and
@@ -326,7 +333,7 @@ $2 || { echo "@@FAIL $1 - in L3: $2 failed@@"; exit 1; }
 for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 [ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' PROFILE='${PROFILE:-0}' /src/bench/workloads.sh /dev/vda $1
 X
 }
 
@@ -347,7 +354,7 @@ for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
 grep -qx "path mq" /sys/block/vda/driver_stats || fail "vda is not on the request path"
 grep -qx "path bio" /sys/block/vdb/driver_stats || fail "vdb is not on the bio path"
 echo none >/sys/block/vda/queue/scheduler
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' PROFILE='${PROFILE:-0}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
 X
 }
 
@@ -470,6 +477,9 @@ for backend in $BACKENDS; do
 	*) note "unknown backend $backend"; continue ;;
 	esac
 	note "backend $backend: $dev"
+	# (the kernel's own functions once, the modules each time)
+	[ "${PROFILE:-0}" = 1 ] && KSYMS_ALL=$((ksyms_done ? 0 : 1)) LEVEL=2 $here/workloads.sh --ksyms &&
+		ksyms_done=1
 	fmt=raw drv=host_device
 	[ -f "$dev" ] && drv=file
 	rows=$ROWS

@@ -33,6 +33,30 @@
 # own counter where kprobes are missing; "-" if neither) and the guest's own busy
 # jiffies (/proc/stat, all vCPUs); and first "@@IDLE ROW DRIVER GOVERNOR
 # POLLING@@", its idle loop set not to poll (idle_setup below).
+# workloads.sh --ksyms (LEVEL=2 or 3): only "@@KSYMS LEVEL RELEASE _TEXT@@",
+# where this kernel's text starts (KASLR), after "@@KMOD LEVEL ADDRESS NAME
+# MODULE@@" for each function of a loaded module and, in L2 (KSYMS_ALL=1),
+# "@@KSYM ADDRESS NAME@@" for each of the kernel's own (Debian's System.map
+# is a stub): what make bench's PROFILE=1 names the addresses of a profile
+# with (scripts/bench-profile.py; an L3 guest runs the same kernel as L2, at
+# another place). In an L3 guest with PROFILE=1, the workloads print them
+# first: its virtio and block modules' only, since each byte it prints is
+# an exit (its serial port), some milliseconds here.
+ksyms() {
+	local only=
+	[ "$LEVEL" = 3 ] && only='virtio|blk'
+	awk -v l="$LEVEL" -v rel="$(uname -r)" -v only="$only" -v all="${KSYMS_ALL:-0}" '
+		$2 != "T" && $2 != "t" { next }
+		$4 != "" { if (only == "" || $4 ~ only) print "@@KMOD " l " " $1 " " $3 " " $4 "@@"; next }
+		$3 == "_text" { text = $1 }
+		all == 1 { print "@@KSYM " $1 " " $3 "@@" }
+		END { print "@@KSYMS " l " " rel " " (text == "" ? "-" : text) "@@" }' /proc/kallsyms
+}
+if [ "${1:-}" = --ksyms ]; then
+	ksyms
+	exit 0
+fi
+
 dev=$1 row=$2 dev2=${3:-} row2=${4:-}
 here=$(dirname "$0")
 reps=${REPS:-3}
@@ -139,6 +163,7 @@ idle_setup() {
 if [ "${MEASURE_CPU:-0}" != 1 ]; then
 	idle_setup "$row"
 	[ -n "$row2" ] && idle_setup "$row2"
+	[ "${PROFILE:-0}" = 1 ] && LEVEL=3 ksyms
 fi
 
 run_one() { # dev row name rep

@@ -654,6 +654,10 @@ def settings_md(res, counted):
         w("- exit reasons recorded (EXIT_REASONS=1) -- FLAG: KVM's tracepoints "
           "ran a hist trigger on every L3 exit, and it is counted: a diagnostic "
           "run, its counts not comparable with others")
+    if "on" in sets.get("profile", []) and counted:
+        w("- profiled (PROFILE=1) -- FLAG: the plugin ran a callback for every "
+          "block executed, so the machine was slower: its exits (which come "
+          "with time) are not comparable with other runs' (profile.md)")
     groups = {}
     for row, v in idle.items():
         groups.setdefault(v, []).append(row)

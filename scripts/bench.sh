@@ -10,7 +10,9 @@
 # of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048), BASE_REPS
 # the counted base runs of each workload (default 3, QUICK=1: 1; benchmarks.rst).
 # L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
-# L2_CPUS (default 2): L2's vCPUs. PIN=0: L3's threads not pinned in L2; PIN_CPU: the
+# L2_CPUS (default 2): L2's vCPUs. PROFILE=1: where each counted run's
+# instructions went, by function (scripts/bench-profile.py: profile.md;
+# slower, exits perturbed). PIN=0: L3's threads not pinned in L2; PIN_CPU: the
 # L2 CPU of the backend's threads (bench/l2-bench.sh). BENCH_L2_BOOTS (default 6): L2 boots a pass
 # may take after the nested-KVM flake (below); BENCH_L2_SECS (default 14400): the limit of one L2 boot.
 # RESUME=results/DIR: go on with a run that stopped before its end (its L2 boots
@@ -59,6 +61,7 @@ pass_env() {
 	[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
 	[ -n "${QEMU_POLL_NS:-}" ] && echo "export QEMU_POLL_NS='$QEMU_POLL_NS'"
 	[ -n "${EXIT_REASONS:-}" ] && echo "export EXIT_REASONS='$EXIT_REASONS'"
+	[ -n "${PROFILE:-}" ] && echo "export PROFILE='$PROFILE'"
 }
 
 # run_pass RES: the attempts loop of one pass (one L2 boot, and fresh ones
@@ -66,7 +69,7 @@ pass_env() {
 # is the caller's. Sets vrc and attempt.
 run_pass() {
 	local res=$1 plugin=() from= finished= skip= log vpid stalled last size since why rowline row row2 prev
-	local env reps=${REPS:-3} first retrying= gave_up= extra= r
+	local env reps=${REPS:-3} first prof retrying= gave_up= extra= r
 	mkdir -p "$res/json"
 	attempt=1
 	env=$(pass_env)
@@ -119,7 +122,9 @@ run_pass() {
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
 		plugin=()
-		[ "$accel" = tcg ] && plugin=(--plugin "$TOP/build/plugin/libvbcount.so,out=$res/windows-$attempt.tsv")
+		prof=
+		[ "${PROFILE:-0}" = 1 ] && prof=",profile=$res/profile-$attempt.tsv"
+		[ "$accel" = tcg ] && plugin=(--plugin "$TOP/build/plugin/libvbcount.so,out=$res/windows-$attempt.tsv$prof")
 		scripts/vm.sh --kernel "$rel" --name "bench-$rel" --timeout "${BENCH_L2_SECS:-14400}" --mem 6G --smp "${L2_CPUS:-2}" \
 			"${plugin[@]}" "$res/run.sh" >"$log" 2>&1 &
 		vpid=$!
@@ -343,7 +348,7 @@ src_stamp() {
 resume_settings() {
 	local res=$1
 	unset ROWS BACKENDS L3_CPUS WORKLOADS RUNTIME IOS IOS_QD1 BASE_REPS REPEAT_ROW REPEAT_PARAMS \
-		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS EXIT_REASONS PASSES L2_CPUS
+		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS EXIT_REASONS PROFILE PASSES L2_CPUS
 	eval "$(sed -e '1s/ FROM_ROW=.*//' -e '/^export FROM_ROW=/d' -e '/^exec /d' "$res/run.sh")"
 	[ -f "$res/bench.env" ] && . "$res/bench.env"
 	return 0
@@ -427,7 +432,7 @@ for k in $kernels; do
 		fi
 		start=$(date +%s)
 		if [ "$pass" -gt 1 ]; then
-			ROWS="native qemu-native qsd vhost-blk-mq vhost-blk-bio" BACKENDS=nullb REPEAT_ROW= \
+			ROWS="native qemu-native qsd vhost-blk-mq vhost-blk-bio" BACKENDS=nullb REPEAT_ROW= PROFILE= \
 			WORKLOADS="4k-randread-qd32 4k-randwrite-qd32 4k-randread-qd16-j8 4k-randwrite-qd16-j8" \
 				run_pass "$pres"
 		else
@@ -439,6 +444,10 @@ for k in $kernels; do
 	done
 	scripts/bench-report.sh "$res" || rc_all=1
 	echo "bench: $res/table.md, $res/cost.tsv"
+	if [ "${PROFILE:-0}" = 1 ] && [ "$accel" = tcg ]; then
+		scripts/bench-profile.py "$res" >"$res/profile.md" &&
+			echo "bench: where the instructions went: $res/profile.md"
+	fi
 	cat "$res/targets.md" 2>/dev/null
 done
 exit $rc_all

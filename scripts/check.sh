@@ -270,6 +270,7 @@ host_tap() {
 echo "# ==== host (no VM)"
 host_tap "bench report" selftests/bench/report-test.sh
 host_tap "bench resume" selftests/bench/resume-test.sh
+host_tap "bench profile" selftests/bench/profile-test.sh
 make -s tools >"$out/tools.log" 2>&1 || { result "not ok" "userspace tools build"; tail -n 20 "$out/tools.log"; }
 host_tap "bridge" selftests/bridge/bridge-test.py
 host_tap "repository" selftests/repo/repo-test.sh

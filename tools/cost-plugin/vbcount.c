@@ -29,6 +29,13 @@
  * a closed window, "D id reason" for a dropped one, "X id reason" for a
  * close that matched no open window. A "W" line ends with "l3_insns": how
  * many of its instructions ran in an L3 guest.
+ *
+ * profile=FILE also writes, for each closed window, where its instructions
+ * ran: "P id level address insns" for every translated block that ran in
+ * it, level 2 (the VM QEMU runs) or 3 (a guest nested in it), address its
+ * guest-virtual start (blocks at one address in several address spaces
+ * are summed). It costs a callback per block executed: a profile run is
+ * slower, and so its exits (which come with time) are not the bench's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -74,6 +81,21 @@ struct vb_snap {
 #define VB_MAX_RESUME	16
 static uint64_t resume_pc[VB_MAX_RESUME];
 static int n_resume;
+
+/*
+ * profile=: one record per translated block (address and length), shared
+ * by its translations; what ran of it in the open window, by level.
+ */
+struct vb_block {
+	uint64_t vaddr;
+	uint32_t n;
+	uint32_t resume;	/* starts where L2 resumes after an L3 exit */
+	uint64_t insns[2];	/* in L2, in L3 */
+};
+
+static FILE *prof;
+static GHashTable *blocks;	/* of struct vb_block, under lock */
+static int prof_on;		/* a window is open (atomic) */
 
 static struct qemu_plugin_scoreboard *score;
 static qemu_plugin_u64 sc_insns, sc_vmruns;
@@ -167,15 +189,69 @@ static void emit(const char *fmt, ...)
 	fflush(out);
 }
 
+static guint block_hash(gconstpointer p)
+{
+	const struct vb_block *b = p;
+
+	return g_int64_hash(&b->vaddr) ^ b->n;
+}
+
+static gboolean block_equal(gconstpointer a, gconstpointer b)
+{
+	const struct vb_block *x = a, *y = b;
+
+	return x->vaddr == y->vaddr && x->n == y->n;
+}
+
+/* Under lock: write out the open window's profile (id), or only forget it. */
+static void profile_flush(bool write, uint64_t id)
+{
+	GHashTableIter it;
+	gpointer key;
+	int l;
+
+	if (!prof)
+		return;
+	g_hash_table_iter_init(&it, blocks);
+	while (g_hash_table_iter_next(&it, &key, NULL)) {
+		struct vb_block *b = key;
+
+		for (l = 0; l < 2; l++) {
+			uint64_t v = __atomic_exchange_n(&b->insns[l], 0,
+							 __ATOMIC_RELAXED);
+
+			if (write && v)
+				fprintf(prof, "P\t%" PRIu64 "\t%d\t%" PRIx64 "\t%" PRIu64 "\n",
+					id, l + 2, b->vaddr, v);
+		}
+	}
+	if (write)
+		fflush(prof);
+}
+
+static void block_exec(unsigned int vcpu, void *udata)
+{
+	struct vb_block *b = udata;
+	struct vb_cpu *c;
+
+	if (!__atomic_load_n(&prof_on, __ATOMIC_RELAXED))
+		return;
+	c = qemu_plugin_scoreboard_find(score, vcpu);
+	__atomic_fetch_add(&b->insns[c->in_l3 && !b->resume], b->n,
+			   __ATOMIC_RELAXED);
+}
+
 static void window_open(uint64_t id)
 {
 	if (win_open)
 		emit("D\t%" PRIu64 "\treopened-before-close\n", win_id);
+	profile_flush(false, 0);
 	win_open = true;
 	win_id = id;
 	win_users = 1;
 	host_ticks(&win_host_busy, &win_self_busy);
 	win_ns = now_ns();
+	__atomic_store_n(&prof_on, 1, __ATOMIC_RELAXED);
 	snap(win_start);
 }
 
@@ -190,6 +266,8 @@ static void window_close(uint64_t id)
 	int i;
 
 	snap(end);
+	if (win_open && id == win_id)
+		__atomic_store_n(&prof_on, 0, __ATOMIC_RELAXED);
 	ns = now_ns() - win_ns;
 	host_ticks(&busy, &self);
 	if (!win_open || id != win_id) {
@@ -197,6 +275,7 @@ static void window_close(uint64_t id)
 		return;
 	}
 	win_open = false;
+	profile_flush(true, id);
 	last_valid = true;
 	last_id = id;
 	ci[0] = ce[0] = '\0';
@@ -333,6 +412,23 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 	qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
 		tb, QEMU_PLUGIN_INLINE_ADD_U64, sc_insns, n);
+	if (prof) {
+		struct vb_block key = { .vaddr = qemu_plugin_tb_vaddr(tb),
+					.n = n };
+		struct vb_block *b;
+
+		key.resume = is_resume_pc(key.vaddr);
+		pthread_mutex_lock(&lock);
+		b = g_hash_table_lookup(blocks, &key);
+		if (!b) {
+			b = g_new0(struct vb_block, 1);
+			*b = key;
+			g_hash_table_add(blocks, b);
+		}
+		pthread_mutex_unlock(&lock);
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_exec,
+						     QEMU_PLUGIN_CB_NO_REGS, b);
+	}
 
 	for (i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
@@ -396,6 +492,8 @@ static void at_exit(qemu_plugin_id_t id, void *p)
 	pthread_mutex_unlock(&lock);
 	if (out != stderr)
 		fclose(out);
+	if (prof)
+		fclose(prof);
 	qemu_plugin_scoreboard_free(score);
 }
 
@@ -403,7 +501,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 					   const qemu_info_t *info,
 					   int argc, char **argv)
 {
-	const char *path = NULL;
+	const char *path = NULL, *prof_path = NULL;
 	int i;
 
 	if (!info->system_emulation || strcmp(info->target_name, "x86_64")) {
@@ -413,6 +511,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 	for (i = 0; i < argc; i++) {
 		if (!strncmp(argv[i], "out=", 4)) {
 			path = argv[i] + 4;
+		} else if (!strncmp(argv[i], "profile=", 8)) {
+			prof_path = argv[i] + 8;
 		} else {
 			fprintf(stderr, "vbcount: unknown argument %s\n", argv[i]);
 			return -1;
@@ -425,6 +525,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 			fprintf(stderr, "vbcount: %s: %s\n", path, strerror(errno));
 			return -1;
 		}
+	}
+	if (prof_path) {
+		prof = fopen(prof_path, "a");
+		if (!prof) {
+			fprintf(stderr, "vbcount: %s: %s\n", prof_path,
+				strerror(errno));
+			return -1;
+		}
+		blocks = g_hash_table_new(block_hash, block_equal);
 	}
 	max_cpus = info->system.max_vcpus;
 	win_start = calloc(max_cpus, sizeof(*win_start));

@@ -83,7 +83,7 @@ EOF
 chmod +x "$t/scripts/vm.sh" "$t/scripts/bench-report.sh"
 git -C "$t" init -q && git -C "$t" add -A && git -C "$t" -c user.name=t -c user.email=t@t commit -qm t
 
-bench() { (cd "$t" && env KERNELS=$rel REPS=1 "$@" scripts/bench.sh >>"$t/bench.out" 2>&1); }
+bench() { (cd "$t" && env BUILD="$t/build" TEST_KERNELS_DIR="$t/build/kernels" KERNELS=$rel REPS=1 "$@" scripts/bench.sh >>"$t/bench.out" 2>&1); }
 
 # Boot 1 panics in b/w2, boot 2 in c/w2: two boots allowed, pass 1 stops;
 # pass 2 (its own rows) runs whole.

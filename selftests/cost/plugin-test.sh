@@ -25,8 +25,10 @@
 #     loop's window has none; a loop of 100,000,000 instructions in the L3
 #     guest has 100,000,000 to 105,000,000 of them (L3's timer ticks and
 #     idle vCPU on top), and the window's L2 share (its other
-#     instructions: L2 handling L3's exits meanwhile) is under a tenth,
-#     and at least 500 for each L3 exit;
+#     instructions: L2 handling L3's exits meanwhile) is under a quarter
+#     (the profile below slows the machine, and L3's timer exits come
+#     with time: 5 to 10 million of them were seen), and at least 500 for
+#     each L3 exit;
 #   - the profile (profile=): the blocks a window ran add up to its count
 #     (within 1 %), level by level (L3's to its L3 instructions); the L2
 #     loop's window has at least 95 % of its instructions at one user-space
@@ -163,15 +165,16 @@ w=$(win 1009)
 read -r _ _ insns exits _ <<<"$w"
 l3=$(cut -f9 <<<"$w")
 # L2 runs KVM's exit handler for each of the loop's L3 exits (timer ticks):
-# at least 500 instructions each (about 3,000 for a CPUID here).
+# at least 500 instructions each (about 3,000 for a CPUID here); at most a
+# quarter of the loop in all.
 if [ -n "$w" ] && [ -n "$l3" ] && [ "$l3" -ge 100000000 ] && [ "$l3" -le 105000000 ] &&
-   [ $((insns - l3)) -ge $((exits * 500)) ] && [ $((insns - l3)) -le 10000000 ]; then
+   [ $((insns - l3)) -ge $((exits * 500)) ] && [ $((insns - l3)) -le 25000000 ]; then
 	ok "a loop of 100,000,000 instructions in an L3 guest counts $l3 of them in L3, $((insns - l3)) in L2"
 elif grep -q '^l3run status 125' "$out/vm.log"; then
 	why="the L3 guest reset itself three times (nested-KVM flake, testing.rst)"
 	skip "L3 instructions"
 else
-	nok "a loop of 100,000,000 instructions in an L3 guest counts ${l3:-no} of them in L3, of ${insns:-no} with ${exits:-no} exits (want 100,000,000 to 105,000,000, and 500 per exit to 10,000,000 besides)"
+	nok "a loop of 100,000,000 instructions in an L3 guest counts ${l3:-no} of them in L3, of ${insns:-no} with ${exits:-no} exits (want 100,000,000 to 105,000,000, and 500 per exit to 25,000,000 besides)"
 fi
 # profile: the sum of window ID's blocks at LEVEL
 psum() { awk -F'\t' -v id="$1" -v l="$2" '$1 == "P" && $2 == id && $3 == l { s += $5 } END { print s + 0 }' "$out/profile.tsv"; }

@@ -69,7 +69,7 @@ pass_env() {
 # is the caller's. Sets vrc and attempt.
 run_pass() {
 	local res=$1 plugin=() from= finished= skip= log vpid stalled last size since why rowline row row2 prev
-	local env reps=${REPS:-3} first prof retrying= gave_up= extra= r
+	local env reps=${REPS:-3} first prof retrying= gave_up= extra= r main_done=0
 	mkdir -p "$res/json"
 	attempt=1
 	env=$(pass_env)
@@ -83,18 +83,29 @@ run_pass() {
 			cat "$res/attempt-$((attempt - 1)).log" >>"$res/output.log"
 			cp "$BUILD/vm/bench-$rel/console.log" "$res/l2-console-$((attempt - 1)).log" 2>/dev/null
 		fi
-		# the rows it skipped (they killed L2 twice): tried again below
-		if [ -e "$res/pass.status" ]; then
+		# the rows it skipped (they killed L2 twice, the one a retry
+		# was on first), and whether its own sequence of rows was done:
+		# its pass.state (older runs: pass.status or the last run.sh)
+		if [ -e "$res/pass.state" ]; then
+			skip="$(sed -n 2p "$res/pass.state") $(sed -n 1p "$res/pass.state")"
+			main_done=$(sed -n 3p "$res/pass.state")
+		elif [ -e "$res/pass.status" ]; then
 			skip=$(sed -n 's/.*; rows not run: //p' "$res/pass.status")
+			grep -q '^status 0 ' "$res/pass.status" && main_done=1
 		else
 			skip=$(sed -n "s/^export .*SKIP_ROWS='\([^']*\)'.*/\1/p" "$res/run.sh")
 		fi
-		if grep -q '^status 0 ' "$res/pass.status" 2>/dev/null; then
-			# it ran to its end: only its skipped rows are left
-			echo "@@RERUN ${skip# } - this pass had ended without these rows; make bench RESUME= tries them again@@" |
+		skip=$(echo $skip)
+		if [ "$main_done" = 1 ]; then
+			# its rows were all run but these: they are what is left
+			echo "@@RERUN ${skip:-(none)} - this pass had run its rows but these; make bench RESUME= tries them again@@" |
 				tee -a "$res/output.log"
 			attempt=$((attempt - 1))
-			retry_next || { vrc=0; return; }
+			if ! retry_next; then
+				vrc=0
+				echo "status 0 after L2 boot $attempt" >"$res/pass.status"
+				return
+			fi
 		else
 			rowline=$(sed -n 's/^# row \([^ ]*\)\( and \([^ ]*\)\)\{0,1\}$/\1 \3/p' "$res/output.log" | tail -n 1)
 			read -r row row2 <<<"$rowline"
@@ -112,6 +123,9 @@ run_pass() {
 	rm -f "$res/pass.status"
 	first=$attempt
 	while :; do
+		# what a RESUME of a stopped make bench reads: rows left, the row
+		# a retry is on, whether the pass's own sequence is done
+		printf '%s\n%s\n%s\n' "$(echo $skip $gave_up)" "$retrying" "$main_done" >"$res/pass.state"
 		{
 			echo "$env"
 			[ -n "$extra" ] && echo "$extra"
@@ -178,6 +192,7 @@ run_pass() {
 			# L2 ran to its end: the rows it skipped get one more L2
 			# boot each backend (a fresh L2 often gets through)
 			[ "$vrc" = 0 ] || break
+			main_done=1 retrying=
 			retry_next || break
 			continue
 		fi
@@ -210,7 +225,10 @@ run_pass() {
 		attempt=$((attempt + 1))
 	done
 	# what a RESUME reads: a pass with status 0 and every row run is done
-	r=$(echo $skip $gave_up)
+	# (a retry the flake ended is not)
+	[ -n "$why" ] || retrying=
+	r=$(echo $retrying $skip $gave_up)
+	printf '%s\n\n%s\n' "$r" "$main_done" >"$res/pass.state"
 	echo "status $vrc after L2 boot $attempt${why:+: $why}${r:+; rows not run: $r}" >"$res/pass.status"
 }
 
@@ -232,8 +250,8 @@ retry_next() {
 		fi
 	done
 	skip=$rest
-	retrying=$b/$r
-	extra="export BACKENDS='$b' ROWS='$r${r2:+ $r2}' REPEAT_ROW=''"
+	retrying="$b/$r${r2:+ $b/$r2}"
+	extra="export BACKENDS='$b' ROWS='$r${r2:+ $r2}' REPEAT_ROW='' # retry"
 	from=$b/$r
 	finished=$(REPS=$reps bench/done-workloads.sh "$res/output.log" "$from" ${r2:+$b/$r2} | tr '\n' ' ')
 	finished=${finished% }
@@ -349,7 +367,7 @@ resume_settings() {
 	local res=$1
 	unset ROWS BACKENDS L3_CPUS WORKLOADS RUNTIME IOS IOS_QD1 BASE_REPS REPEAT_ROW REPEAT_PARAMS \
 		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS EXIT_REASONS PROFILE PASSES L2_CPUS
-	eval "$(sed -e '1s/ FROM_ROW=.*//' -e '/^export FROM_ROW=/d' -e '/^exec /d' "$res/run.sh")"
+	eval "$(sed -e '1s/ FROM_ROW=.*//' -e '/^export FROM_ROW=/d' -e '/^exec /d' -e '/# retry$/d' "$res/run.sh")"
 	[ -f "$res/bench.env" ] && . "$res/bench.env"
 	return 0
 }

@@ -9,7 +9,9 @@
 # sources, then go on at the row and workload where it stopped, with the
 # run's settings and not the caller's, finish pass 1, run pass 2, and on a
 # finished run boot nothing. A make bench stopped while its L2 ran: RESUME
-# goes on after what that boot had finished.
+# goes on after what that boot had finished. A row skipped twice: run again
+# at the end, and by a RESUME if that fails too, or if make bench stopped
+# during it.
 # Prints TAP-style "ok - " / "not ok - " lines (scripts/check.sh counts them).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -170,5 +172,20 @@ check "RESUME runs the row once more" test "$rc" = 0 -a "$(sed -n 5p "$t/skips.l
 check "and the pass is whole" test "$(cat "$res/pass.status")" = "status 0 after L2 boot 5"
 check "b is whole in the results" \
 	test "$(REPS=1 "$t/bench/done-workloads.sh" "$res/output.log" nullb/b | tr '\n' ' ')" = "w1 w2 "
+
+# b and c each skipped; make bench stopped during the retry of b (after
+# its w1): a RESUME goes on with that retry, then c's, and runs nothing of
+# the pass's own rows again.
+rm -rf "$t/results" "$t/boots.log" "$t/skips.log"
+printf 'b w1\nb w1\nc w1\nc w1\nnone\nb w2 stop\nnone\nnone\n' >"$t/plan"
+bench PASSES=1 BENCH_L2_BOOTS=8
+res=$(ls -d "$t"/results/*-$rel 2>/dev/null | head -n 1)
+bench RESUME="$res"
+rc=$?
+check "stopped in a retry: RESUME goes on with it" \
+	test "$rc" = 0 -a "$(sed -n 7p "$t/boots.log")" = "FROM_ROW=nullb/b FROM_DONE=w1 ROWS=b IOS="
+check "then the other skipped row" test "$(sed -n 8p "$t/boots.log")" = "FROM_ROW=nullb/c FROM_DONE= ROWS=c IOS="
+check "and nothing else" test "$(wc -l <"$t/boots.log")" = 8
+check "the pass is whole" test "$(cat "$res/pass.status")" = "status 0 after L2 boot 8"
 [ $fail = 0 ] || { echo "# bench.sh's output:"; sed 's/^/#   /' "$t/bench.out"; }
 exit $fail

@@ -135,6 +135,7 @@ run_pass() {
 			echo "exec /src/bench/l2-bench.sh"
 		} >"$res/run.sh"
 		log=$res/attempt-$attempt.log
+		: >"$log"	# (before tail follows it)
 		plugin=()
 		prof=
 		[ "${PROFILE:-0}" = 1 ] && prof=",profile=$res/profile-$attempt.tsv"

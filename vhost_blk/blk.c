@@ -87,6 +87,17 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	/* The workers retire what completed. */
 	vhost_dev_flush(&blk->dev);
 	vhost_blk_retire_orphans(blk);
+	/*
+	 * The requests kept for reuse go back too: they are charged to the
+	 * owner, and the next backend may have another (VHOST_RESET_OWNER).
+	 */
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+		struct vhost_virtqueue *vq = &blk->vqs[i].vq;
+
+		mutex_lock(&vq->mutex);
+		vhost_blk_spare_free(&blk->vqs[i]);
+		mutex_unlock(&vq->mutex);
+	}
 }
 
 static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)

@@ -51,6 +51,8 @@
 #define VHOST_BLK_LOG_BATCH		16
 /* Completions written to the used ring per vhost_add_used_n() call. */
 #define VHOST_BLK_USED_BATCH		64
+/* Retired requests a queue keeps for its next ones (about 4 KiB each). */
+#define VHOST_BLK_SPARE_MAX		64
 
 /* Request types, indexes of the statistics counters. */
 enum vhost_blk_op {
@@ -107,6 +109,9 @@ struct vhost_blk_vq {
 	struct vhost_work done_work;
 	/* Requests fetched and not yet retired; under vq.mutex. */
 	unsigned int inflight;
+	/* Retired requests kept for reuse, linked by node; under vq.mutex. */
+	struct llist_node *spare;
+	unsigned int nr_spare;
 	bool throttled;
 	/*
 	 * The guest's notifications are off while the queue is busy, and
@@ -194,6 +199,7 @@ void vhost_blk_req_exit(void);
 void vhost_blk_handle_kick(struct vhost_work *work);
 void vhost_blk_done_work(struct vhost_work *work);
 void vhost_blk_retire_orphans(struct vhost_blk *blk);
+void vhost_blk_spare_free(struct vhost_blk_vq *bvq);
 void vhost_blk_batch_init(struct vhost_blk_vq *bvq);
 void vhost_blk_batch_stop(struct vhost_blk_vq *bvq);
 

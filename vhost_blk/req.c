@@ -456,10 +456,22 @@ done:
 	return false;
 }
 
+/*
+ * A queue reuses the requests it retired, up to VHOST_BLK_SPARE_MAX of
+ * them: a queue at a steady depth takes none from the slab.  They stay
+ * charged to the owner's memory cgroup until the queues are drained
+ * (backend change, owner reset, release).
+ */
 static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
 {
 	struct vhost_blk_req *req;
 
+	if (likely(bvq->spare)) {
+		req = llist_entry(bvq->spare, struct vhost_blk_req, node);
+		bvq->spare = req->node.next;
+		bvq->nr_spare--;
+		return req;
+	}
 	req = kmem_cache_alloc(vhost_blk_req_cache, GFP_KERNEL);
 	/*
 	 * With nothing in flight, no completion would restart the queue:
@@ -471,6 +483,32 @@ static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
 	if (req)
 		req->bvq = bvq;
 	return req;
+}
+
+/* Under vq.mutex. */
+static void vhost_blk_req_free(struct vhost_blk_vq *bvq,
+			       struct vhost_blk_req *req)
+{
+	if (bvq->nr_spare < VHOST_BLK_SPARE_MAX) {
+		req->node.next = bvq->spare;
+		bvq->spare = &req->node;
+		bvq->nr_spare++;
+		return;
+	}
+	kmem_cache_free(vhost_blk_req_cache, req);
+}
+
+/* Drain: the queue's kept requests go back to the slab; under vq.mutex. */
+void vhost_blk_spare_free(struct vhost_blk_vq *bvq)
+{
+	struct vhost_blk_req *req;
+
+	while (bvq->spare) {
+		req = llist_entry(bvq->spare, struct vhost_blk_req, node);
+		bvq->spare = req->node.next;
+		kmem_cache_free(vhost_blk_req_cache, req);
+	}
+	bvq->nr_spare = 0;
 }
 
 /*
@@ -805,7 +843,9 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		req->in_first = out;
 		req->in_num = in;
 		req->be = be;
-		req->start_ns = local_clock();
+		/* The clock is read only for the completion's tracepoint. */
+		req->start_ns = trace_vhost_blk_complete_enabled() ?
+				local_clock() : 0;
 		req->len = 0;
 		req->nr_seg = 0;
 		req->stable = stable;
@@ -822,7 +862,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		vhost_signal(vq->dev, vq);
 	blk_finish_plug(&plug);
 	if (req)
-		kmem_cache_free(vhost_blk_req_cache, req);
+		vhost_blk_req_free(bvq, req);
 	mutex_unlock(&vq->mutex);
 
 	*sync_tail = NULL;
@@ -917,8 +957,11 @@ static void vhost_blk_retire(struct vhost_blk_req *req,
 		st->unsupp++;
 	else
 		st->ioerr++;
-	trace_vhost_blk_complete(bvq->index, req->type, req->sector, req->len,
-				 req->status, local_clock() - req->start_ns);
+	if (trace_vhost_blk_complete_enabled())
+		trace_vhost_blk_complete(bvq->index, req->type, req->sector,
+					 req->len, req->status,
+					 req->start_ns ?
+					 local_clock() - req->start_ns : 0);
 }
 
 /*
@@ -943,7 +986,7 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 			n = 0;
 		}
 		bvq->inflight--;
-		kmem_cache_free(vhost_blk_req_cache, req);
+		vhost_blk_req_free(bvq, req);
 	}
 	if (n)
 		vhost_add_used_n(vq, used, n);
@@ -1004,7 +1047,7 @@ static void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
 	list = llist_del_all(&bvq->done);
 	llist_for_each_entry_safe(req, next, list, node) {
 		bvq->inflight--;
-		kmem_cache_free(vhost_blk_req_cache, req);
+		vhost_blk_req_free(bvq, req);
 	}
 	mutex_unlock(&bvq->vq.mutex);
 }

@@ -30,6 +30,10 @@ TRACE_EVENT(vhost_blk_submit,
 		  __entry->queue, __entry->type, __entry->sector, __entry->len)
 );
 
+/*
+ * latency_ns: from the fetch to the completion, 0 for a request fetched
+ * while the event was off (the clock is read only while it is on).
+ */
 TRACE_EVENT(vhost_blk_complete,
 	TP_PROTO(u16 queue, u32 type, u64 sector, u64 len, u8 status,
 		 u64 latency_ns),

@@ -19,6 +19,7 @@
  * completion drains before it wakes a waiting submitter.
  */
 #include <linux/bio.h>
+#include <linux/bitmap.h>
 #include <linux/blk-mq-virtio.h>
 #include <linux/completion.h>
 #include <linux/sched.h>
@@ -90,11 +91,6 @@ struct vbb_split {
 struct vbb_waiter {
 	struct list_head node;
 	struct task_struct *task;
-};
-
-struct vbb_plug_cb {
-	struct blk_plug_cb cb;
-	bool armed;
 };
 
 static struct kmem_cache *vbb_breq_cache;
@@ -369,12 +365,41 @@ static void vbb_wake_first(struct vbb_vq *q)
 		wake_up_process(w->task);
 }
 
+/*
+ * Plug callbacks come from the device's own set (vb->plug_cbs), one per
+ * plug that queued on the device and has not been flushed yet: since 6.12
+ * every bio is submitted under a plug of its own, and taking the callback
+ * from the slab (blk_check_plugged()) was an allocation and a free per
+ * bio.  The search starts at a slot of the submitting CPU's.
+ */
+static struct blk_plug_cb *vbb_plug_cb_get(struct vbb_dev *vb)
+{
+	unsigned int n = vb->nr_plug_cbs;
+	unsigned int start = (raw_smp_processor_id() * 2) % n;
+	unsigned int i = start;
+
+	for (;;) {
+		i = find_next_zero_bit(vb->plug_busy, n, i);
+		if (i >= n) {
+			if (!start)
+				return NULL;
+			/* then the slots before the first one looked at */
+			n = start;
+			start = 0;
+			i = 0;
+			continue;
+		}
+		if (!test_and_set_bit_lock(i, vb->plug_busy))
+			return &vb->plug_cbs[i];
+		i++;
+	}
+}
+
 static void vbb_unplug(struct blk_plug_cb *cb, bool from_schedule)
 {
 	struct vbb_dev *vb = cb->data;
 	unsigned int i;
 
-	kfree(container_of(cb, struct vbb_plug_cb, cb));
 	for (i = 0; i < vb->num_vqs; i++) {
 		struct vbb_vq *q = &vb->vqs[i];
 		unsigned long flags;
@@ -388,25 +413,34 @@ static void vbb_unplug(struct blk_plug_cb *cb, bool from_schedule)
 		spin_unlock_irqrestore(&q->lock, flags);
 		vbb_notify_prepared(q, kick);
 	}
+	clear_bit_unlock(cb - vb->plug_cbs, vb->plug_busy);
 	/* the plug held a reference so that removal waits for us */
 	percpu_ref_put(&vb->ref);
 }
 
-/* True if the caller holds a plug and the kick can wait for the unplug. */
+/*
+ * True if the caller holds a plug and the kick can wait for the unplug:
+ * the plug has our callback, or now gets one.  With every callback of the
+ * device in use the caller kicks at once.
+ */
 static bool vbb_plugged(struct vbb_dev *vb)
 {
+	struct blk_plug *plug = current->plug;
 	struct blk_plug_cb *cb;
-	struct vbb_plug_cb *pcb;
 
-	cb = blk_check_plugged(vbb_unplug, vb, sizeof(*pcb));
+	if (!plug)
+		return false;
+	list_for_each_entry(cb, &plug->cb_list, list)
+		if (cb->callback == vbb_unplug && cb->data == vb)
+			return true;
+	cb = vbb_plug_cb_get(vb);
 	if (!cb)
 		return false;
-	pcb = container_of(cb, struct vbb_plug_cb, cb);
-	if (!pcb->armed) {
-		pcb->armed = true;
-		/* our caller holds a reference: the count is not zero */
-		percpu_ref_get(&vb->ref);
-	}
+	cb->callback = vbb_unplug;
+	cb->data = vb;
+	/* our caller holds a reference: the count is not zero */
+	percpu_ref_get(&vb->ref);
+	list_add(&cb->list, &plug->cb_list);
 	return true;
 }
 
@@ -1198,7 +1232,13 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 	vb->split_pool = mempool_create_kmalloc_pool(4,
 						     sizeof(struct vbb_split));
 	vb->flush_br = kzalloc(sizeof(*vb->flush_br), GFP_KERNEL);
-	if (!vb->breq_pool || !vb->split_pool || !vb->flush_br) {
+	/* two plugs in progress per CPU before one kicks without waiting */
+	vb->nr_plug_cbs = 2 * nr_cpu_ids;
+	vb->plug_cbs = kcalloc(vb->nr_plug_cbs, sizeof(*vb->plug_cbs),
+			       GFP_KERNEL);
+	vb->plug_busy = bitmap_zalloc(vb->nr_plug_cbs, GFP_KERNEL);
+	if (!vb->breq_pool || !vb->split_pool || !vb->flush_br ||
+	    !vb->plug_cbs || !vb->plug_busy) {
 		vbb_bio_destroy(vb);
 		return ERR_PTR(-ENOMEM);
 	}
@@ -1245,6 +1285,10 @@ void vbb_bio_destroy(struct vbb_dev *vb)
 	vb->split_pool = NULL;
 	kfree(vb->flush_br);
 	vb->flush_br = NULL;
+	kfree(vb->plug_cbs);
+	vb->plug_cbs = NULL;
+	bitmap_free(vb->plug_busy);
+	vb->plug_busy = NULL;
 	percpu_ref_exit(&vb->ref);
 	kfree(vb->cpu_vq);
 	vb->cpu_vq = NULL;

@@ -105,6 +105,10 @@ struct vbb_dev {
 	mempool_t *breq_pool;
 	/* split PREFLUSH/FUA writes */
 	mempool_t *split_pool;
+	/* plug callbacks, in use where the bit in plug_busy is set */
+	struct blk_plug_cb *plug_cbs;
+	unsigned long *plug_busy;
+	unsigned int nr_plug_cbs;
 	/*
 	 * One reference per bio in progress, GET_ID and armed plug callback;
 	 * killed by vbb_bio_drain(), whose wait ends when the last one is

@@ -19,7 +19,6 @@
  * completion drains before it wakes a waiting submitter.
  */
 #include <linux/bio.h>
-#include <linux/bitmap.h>
 #include <linux/blk-mq-virtio.h>
 #include <linux/completion.h>
 #include <linux/sched.h>
@@ -366,33 +365,24 @@ static void vbb_wake_first(struct vbb_vq *q)
 }
 
 /*
- * Plug callbacks come from the device's own set (vb->plug_cbs), one per
- * plug that queued on the device and has not been flushed yet: since 6.12
- * every bio is submitted under a plug of its own, and taking the callback
- * from the slab (blk_check_plugged()) was an allocation and a free per
- * bio.  The search starts at a slot of the submitting CPU's.
+ * Plug callbacks come from the device's own set (vb->plug_cbs, the bits
+ * of vb->plug_map say which are in use), one per plug that queued on the
+ * device and has not been flushed yet: since 6.12 every bio is submitted
+ * under a plug of its own, and taking the callback from the slab
+ * (blk_check_plugged()) was an allocation and a free per bio.
  */
 static struct blk_plug_cb *vbb_plug_cb_get(struct vbb_dev *vb)
 {
-	unsigned int n = vb->nr_plug_cbs;
-	unsigned int start = (raw_smp_processor_id() * 2) % n;
-	unsigned int i = start;
+	int nr = sbitmap_get(&vb->plug_map);
 
-	for (;;) {
-		i = find_next_zero_bit(vb->plug_busy, n, i);
-		if (i >= n) {
-			if (!start)
-				return NULL;
-			/* then the slots before the first one looked at */
-			n = start;
-			start = 0;
-			i = 0;
-			continue;
-		}
-		if (!test_and_set_bit_lock(i, vb->plug_busy))
-			return &vb->plug_cbs[i];
-		i++;
-	}
+	return nr < 0 ? NULL : &vb->plug_cbs[nr];
+}
+
+static void vbb_plug_cb_put(struct vbb_dev *vb, struct blk_plug_cb *cb)
+{
+	/* our reads of *cb are done before another plug may take it */
+	smp_mb__before_atomic();
+	sbitmap_put(&vb->plug_map, cb - vb->plug_cbs);
 }
 
 static void vbb_unplug(struct blk_plug_cb *cb, bool from_schedule)
@@ -413,7 +403,7 @@ static void vbb_unplug(struct blk_plug_cb *cb, bool from_schedule)
 		spin_unlock_irqrestore(&q->lock, flags);
 		vbb_notify_prepared(q, kick);
 	}
-	clear_bit_unlock(cb - vb->plug_cbs, vb->plug_busy);
+	vbb_plug_cb_put(vb, cb);
 	/* the plug held a reference so that removal waits for us */
 	percpu_ref_put(&vb->ref);
 }
@@ -1236,9 +1226,12 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 	vb->nr_plug_cbs = 2 * nr_cpu_ids;
 	vb->plug_cbs = kcalloc(vb->nr_plug_cbs, sizeof(*vb->plug_cbs),
 			       GFP_KERNEL);
-	vb->plug_busy = bitmap_zalloc(vb->nr_plug_cbs, GFP_KERNEL);
+	if (vb->plug_cbs &&
+	    !sbitmap_init_node(&vb->plug_map, vb->nr_plug_cbs, -1, GFP_KERNEL,
+			       NUMA_NO_NODE, false, true))
+		vb->plug_map_live = true;
 	if (!vb->breq_pool || !vb->split_pool || !vb->flush_br ||
-	    !vb->plug_cbs || !vb->plug_busy) {
+	    !vb->plug_map_live) {
 		vbb_bio_destroy(vb);
 		return ERR_PTR(-ENOMEM);
 	}
@@ -1287,8 +1280,9 @@ void vbb_bio_destroy(struct vbb_dev *vb)
 	vb->flush_br = NULL;
 	kfree(vb->plug_cbs);
 	vb->plug_cbs = NULL;
-	bitmap_free(vb->plug_busy);
-	vb->plug_busy = NULL;
+	if (vb->plug_map_live)
+		sbitmap_free(&vb->plug_map);
+	vb->plug_map_live = false;
 	percpu_ref_exit(&vb->ref);
 	kfree(vb->cpu_vq);
 	vb->cpu_vq = NULL;

@@ -12,6 +12,7 @@
 #include <linux/mempool.h>
 #include <linux/mutex.h>
 #include <linux/percpu-refcount.h>
+#include <linux/sbitmap.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
 #include <linux/virtio.h>
@@ -105,9 +106,10 @@ struct vbb_dev {
 	mempool_t *breq_pool;
 	/* split PREFLUSH/FUA writes */
 	mempool_t *split_pool;
-	/* plug callbacks, in use where the bit in plug_busy is set */
+	/* plug callbacks, in use where their bit in plug_map is set */
 	struct blk_plug_cb *plug_cbs;
-	unsigned long *plug_busy;
+	struct sbitmap plug_map;
+	bool plug_map_live;
 	unsigned int nr_plug_cbs;
 	/*
 	 * One reference per bio in progress, GET_ID and armed plug callback;

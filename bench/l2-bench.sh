@@ -115,6 +115,11 @@ echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/nu
 # QEMU_POLL_NS: poll-max-ns of the QEMU rows' iothread (unset: QEMU's own
 # adaptive polling, up to 32 us); vhost_blk's rows do not poll.
 echo "@@SET qemu_poll_ns ${QEMU_POLL_NS:-default}@@"
+# DEVICE_OPTS: properties added to every L3 disk of the QEMU, qsd and
+# vhost_blk rows (virtio-blk-pci and vhost-user-blk-pci alike), for example
+# "indirect_desc=off,queue-size=256": the same for every row compared.
+dev_opts=${DEVICE_OPTS:+,$DEVICE_OPTS}
+echo "@@SET device_opts ${DEVICE_OPTS:-none}@@"
 
 # EXIT_REASONS=1: what the L3 exits of each run were, by reason: hist
 # triggers on KVM's kvm_exit (its exit code: SVM's or VMX's) and kvm_msr
@@ -552,7 +557,7 @@ for backend in $BACKENDS; do
 			[ $kind = vbb-mq-qemu ] && setup="modprobe virtio_blk_bio use_bio=0"
 			QUICK=$wlq l3_row "$r" "$setup" "${io[@]}" \
 				-drive file=$dev,if=none,id=d0,format=$fmt,cache=none,aio=$aio \
-				-device virtio-blk-pci,drive=d0,num-queues=$queues$dopt ;;
+				-device virtio-blk-pci,drive=d0,num-queues=$queues$dopt$dev_opts ;;
 		qsd)
 			rm -f /tmp/qsd.sock
 			"${pinned[@]}" qemu-storage-daemon --blockdev driver=$drv,filename=$dev,node-name=disk,cache.direct=on,aio=native \
@@ -562,7 +567,7 @@ for backend in $BACKENDS; do
 			if wait_sock /tmp/qsd.sock; then
 				QUICK=$wlq l3_row "$r" "modprobe virtio_blk" $memdev \
 					-chardev socket,id=c0,path=/tmp/qsd.sock \
-					-device vhost-user-blk-pci,chardev=c0,num-queues=$queues
+					-device vhost-user-blk-pci,chardev=c0,num-queues=$queues$dev_opts
 			else
 				echo "@@FAIL $r - qemu-storage-daemon did not start: $(tail -n 2 /tmp/qsd.log)@@"
 			fi
@@ -590,7 +595,7 @@ for backend in $BACKENDS; do
 					break
 				fi
 				qargs+=(-chardev socket,id=c$d,path=/tmp/vb$d.sock
-					-device vhost-user-blk-pci,chardev=c$d,num-queues=$queues)
+					-device vhost-user-blk-pci,chardev=c$d,num-queues=$queues$dev_opts)
 			done
 			if [ $ok = 1 ]; then
 				ub=0; [ $kind = vhost-blk-bio ] && ub=1

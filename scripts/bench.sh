@@ -60,6 +60,7 @@ pass_env() {
 	[ -n "${PIN:-}" ] && echo "export PIN='$PIN'"
 	[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
 	[ -n "${QEMU_POLL_NS:-}" ] && echo "export QEMU_POLL_NS='$QEMU_POLL_NS'"
+	[ -n "${DEVICE_OPTS:-}" ] && echo "export DEVICE_OPTS='$DEVICE_OPTS'"
 	[ -n "${EXIT_REASONS:-}" ] && echo "export EXIT_REASONS='$EXIT_REASONS'"
 	[ -n "${PROFILE:-}" ] && echo "export PROFILE='$PROFILE'"
 }
@@ -367,7 +368,7 @@ src_stamp() {
 resume_settings() {
 	local res=$1
 	unset ROWS BACKENDS L3_CPUS WORKLOADS RUNTIME IOS IOS_QD1 BASE_REPS REPEAT_ROW REPEAT_PARAMS \
-		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS EXIT_REASONS PROFILE PASSES L2_CPUS
+		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS DEVICE_OPTS EXIT_REASONS PROFILE PASSES L2_CPUS
 	eval "$(sed -e '1s/ FROM_ROW=.*//' -e '/^export FROM_ROW=/d' -e '/^exec /d' -e '/# retry$/d' "$res/run.sh")"
 	[ -f "$res/bench.env" ] && . "$res/bench.env"
 	return 0

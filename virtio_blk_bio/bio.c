@@ -63,6 +63,25 @@ struct vbb_breq {
 };
 
 /*
+ * Request contexts a queue keeps when its completions retire them, for the
+ * next bios submitted on its CPUs: a context is 2 KiB, and the slab (which
+ * zeroes it on Debian's kernels) cost more per I/O than the rest of the
+ * driver's own submission.  Beyond this many per queue they go back to
+ * the mempool, and so do all while the mempool's reserve is short (a
+ * submitter may be waiting for it).  Emptied when the queue is drained.
+ * At most 128 KiB per queue, in the range of what blk-mq preallocates for
+ * a hardware queue of the request path.
+ */
+#define VBB_SPARE_MAX	64
+
+/* What one pass over a queue's completions retired (vbb_bio_process()). */
+struct vbb_reaped {
+	struct vbb_breq *spare;
+	/* references on vb->ref of the finished bios, put after the pass */
+	unsigned int refs;
+};
+
+/*
  * A PREFLUSH and/or FUA write that bio_split_to_limits() split: its flags
  * are taken off it and off its parts, which go to the device as plain
  * writes, after one flush for the whole bio (PREFLUSH) and with one flush
@@ -440,9 +459,10 @@ static void vbb_flush_done(struct vbb_dev *vb, blk_status_t st);
  * The end of a request: a bio's (the I/O counted as completed only if it
  * reached the ring), GET_ID's (its caller waits), the flush's (its waiters).
  */
-static void vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
-		       blk_status_t st)
+static void __vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
+			 blk_status_t st, struct vbb_reaped *r)
 {
+	mempool_t *pool = vb->breq_pool;
 	struct bio *bio = br->bio;
 
 	switch (br->stage) {
@@ -460,10 +480,82 @@ static void vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
 		bio->bi_status = st;
 	if (br->acct)
 		bio_end_io_acct(bio, br->start);
-	mempool_free(br, vb->breq_pool);
+	if (!r) {
+		mempool_free(br, pool);
+	} else if (READ_ONCE(pool->curr_nr) < pool->min_nr) {
+		/* the reserve first: mempool_alloc() waits on it, not on ours */
+		mempool_free(br, pool);
+		r->refs++;
+	} else {
+		/* the pass keeps it, and our reference until it has */
+		br->next = r->spare;
+		r->spare = br;
+		r->refs++;
+	}
 	/* the last part of a split write may end in vbb_split_end() */
 	bio_endio(bio);
-	percpu_ref_put(&vb->ref);
+	if (!r)
+		percpu_ref_put(&vb->ref);
+}
+
+static void vbb_finish(struct vbb_dev *vb, struct vbb_breq *br,
+		       blk_status_t st)
+{
+	__vbb_finish(vb, br, st, NULL);
+}
+
+/* A context for a new bio: one the CPU's queue kept, or the mempool's. */
+static struct vbb_breq *vbb_breq_get(struct vbb_dev *vb, bool nowait)
+{
+	struct vbb_vq *q = vbb_cpu_vq(vb);
+	struct vbb_breq *br = NULL;
+	unsigned long flags;
+
+	if (READ_ONCE(q->nr_spare)) {
+		spin_lock_irqsave(&q->lock, flags);
+		br = q->spare;
+		if (br) {
+			q->spare = br->next;
+			WRITE_ONCE(q->nr_spare, q->nr_spare - 1);
+		}
+		spin_unlock_irqrestore(&q->lock, flags);
+	}
+	if (!br)
+		br = mempool_alloc(vb->breq_pool, nowait ? GFP_NOWAIT : GFP_NOIO);
+	return br;
+}
+
+/*
+ * Under q->lock: keep what a pass over @q retired, up to VBB_SPARE_MAX;
+ * what is left in @r goes back to the mempool.
+ */
+static void vbb_keep_spares(struct vbb_vq *q, struct vbb_reaped *r)
+{
+	struct vbb_breq *br;
+
+	while (q->nr_spare < VBB_SPARE_MAX && (br = r->spare)) {
+		r->spare = br->next;
+		br->next = q->spare;
+		q->spare = br;
+		WRITE_ONCE(q->nr_spare, q->nr_spare + 1);
+	}
+}
+
+/* @q is drained, or never ran: its spares go back to the mempool. */
+static void vbb_drop_spares(struct vbb_dev *vb, struct vbb_vq *q)
+{
+	struct vbb_breq *br, *list;
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	list = q->spare;
+	q->spare = NULL;
+	WRITE_ONCE(q->nr_spare, 0);
+	spin_unlock_irqrestore(&q->lock, flags);
+	while ((br = list)) {
+		list = br->next;
+		mempool_free(br, vb->breq_pool);
+	}
 }
 
 /* Under q->lock: @br goes behind the deferred stages of @q. */
@@ -635,7 +727,8 @@ static void vbb_postflushed(struct vbb_dev *vb, struct vbb_fwait *fw,
 }
 
 /* A data stage has completed: a FUA write flushes, the rest finishes. */
-static void vbb_stage_done(struct vbb_dev *vb, struct vbb_breq *br)
+static void vbb_stage_done(struct vbb_dev *vb, struct vbb_breq *br,
+			   struct vbb_reaped *r)
 {
 	blk_status_t st = vbb_result(vb, br->status, br->used_len, br->in_len);
 
@@ -646,7 +739,7 @@ static void vbb_stage_done(struct vbb_dev *vb, struct vbb_breq *br)
 		vbb_flush_join(vb, &br->fw, vbb_postflushed);
 		return;
 	}
-	vbb_finish(vb, br, st);
+	__vbb_finish(vb, br, st, r);
 }
 
 /* Under q->lock: take what the device has returned, in order. */
@@ -673,6 +766,7 @@ static struct vbb_breq *vbb_bio_collect(struct vbb_vq *q, int *count)
 static void vbb_bio_process(struct vbb_dev *vb, struct vbb_vq *q,
 			    struct vbb_breq *head)
 {
+	struct vbb_reaped r = { };
 	struct vbb_breq *br;
 	unsigned long flags;
 
@@ -680,13 +774,21 @@ static void vbb_bio_process(struct vbb_dev *vb, struct vbb_vq *q,
 		return;
 	while ((br = head)) {
 		head = br->next;
-		vbb_stage_done(vb, br);
+		vbb_stage_done(vb, br, &r);
 	}
 	if (READ_ONCE(q->deferred_head))
 		vbb_drain_deferred(vb, q);
 	spin_lock_irqsave(&q->lock, flags);
+	vbb_keep_spares(q, &r);
 	vbb_wake_first(q);
 	spin_unlock_irqrestore(&q->lock, flags);
+	while ((br = r.spare)) {
+		r.spare = br->next;
+		mempool_free(br, vb->breq_pool);
+	}
+	/* the last one lets a drain go on: q is not touched after it */
+	if (r.refs)
+		percpu_ref_put_many(&vb->ref, r.refs);
 }
 
 void vbb_bio_done(struct virtqueue *vq)
@@ -1104,7 +1206,7 @@ void vbb_bio_submit(struct bio *bio)
 	    (whole->bi_opf & (REQ_PREFLUSH | REQ_FUA)))
 		sp = vbb_split_start(vb, whole, bio);
 
-	br = mempool_alloc(vb->breq_pool, nowait ? GFP_NOWAIT : GFP_NOIO);
+	br = vbb_breq_get(vb, nowait);
 	if (!br) {
 		bio_wouldblock_error(bio);
 		percpu_ref_put(&vb->ref);
@@ -1250,6 +1352,8 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
  */
 void vbb_bio_drain(struct vbb_dev *vb)
 {
+	unsigned int i;
+
 	if (!vb->ref_live)
 		return;
 	vb->ref_live = false;
@@ -1258,6 +1362,9 @@ void vbb_bio_drain(struct vbb_dev *vb)
 	/* nothing in flight: these find nothing, and are not rearmed */
 	cancel_delayed_work_sync(&vb->watchdog);
 	cancel_delayed_work_sync(&vb->retry);
+	/* every pass that kept spares held a reference until it had */
+	for (i = 0; i < vb->num_vqs; i++)
+		vbb_drop_spares(vb, &vb->vqs[i]);
 }
 
 /* After a drain: count again (->restore), before the state says live. */
@@ -1272,6 +1379,12 @@ void vbb_bio_reopen(struct vbb_dev *vb)
 
 void vbb_bio_destroy(struct vbb_dev *vb)
 {
+	unsigned int i;
+
+	/* a probe that failed after I/O had begun did not drain */
+	if (vb->vqs && vb->breq_pool)
+		for (i = 0; i < vb->num_vqs; i++)
+			vbb_drop_spares(vb, &vb->vqs[i]);
 	mempool_destroy(vb->breq_pool);
 	vb->breq_pool = NULL;
 	mempool_destroy(vb->split_pool);

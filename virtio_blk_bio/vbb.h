@@ -65,6 +65,9 @@ struct vbb_vq {
 	struct list_head waiters;
 	/* bio path: requests the device holds, oldest first */
 	struct list_head busy;
+	/* bio path: retired request contexts kept for reuse (VBB_SPARE_MAX) */
+	struct vbb_breq *spare;
+	unsigned int nr_spare;
 	/* statistics, under lock */
 	u64 added;
 	u64 kick_tries;

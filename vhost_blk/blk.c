@@ -40,6 +40,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 		bvq->blk = blk;
 		bvq->index = i;
 		init_llist_head(&bvq->done);
+		atomic_set(&bvq->pending, 0);
 		vhost_work_init(&bvq->done_work, vhost_blk_done_work);
 		vhost_blk_batch_init(bvq);
 		bvq->vq.handle_kick = vhost_blk_handle_kick;
@@ -47,7 +48,6 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	}
 	vhost_dev_init(&blk->dev, blk->vqp, VHOST_BLK_MAX_QUEUES, UIO_MAXIOV,
 		       VHOST_BLK_WEIGHT, VHOST_BLK_BYTE_WEIGHT, true, NULL);
-	atomic_set(&blk->pending, 0);
 	init_waitqueue_head(&blk->pending_wait);
 	mutex_init(&blk->sync_mutex);
 	spin_lock_init(&blk->sync_lock);
@@ -81,7 +81,7 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	}
 	/* No handle_kick is running or will submit anything now. */
 	vhost_dev_flush(&blk->dev);
-	wait_event(blk->pending_wait, !atomic_read(&blk->pending));
+	wait_event(blk->pending_wait, !vhost_blk_pending(blk));
 	/* Completion callbacks have left their RCU sections. */
 	synchronize_rcu();
 	/* The workers retire what completed. */

@@ -104,11 +104,16 @@ struct vhost_blk_vq {
 	struct vhost_blk *blk;
 	/* Backend requests use; under vq.mutex. */
 	struct vhost_blk_backend_file *be;
-	/* Completed requests, pushed from any context. */
-	struct llist_head done;
+	/*
+	 * What a completion writes, on any CPU, on a line of its own: the
+	 * completed requests, the count of requests submitted whose I/O has
+	 * not completed yet, and the work that retires them.
+	 */
+	struct llist_head done ____cacheline_aligned_in_smp;
+	atomic_t pending;
 	struct vhost_work done_work;
 	/* Requests fetched and not yet retired; under vq.mutex. */
-	unsigned int inflight;
+	unsigned int inflight ____cacheline_aligned_in_smp;
 	/* Retired requests kept for reuse, linked by node; under vq.mutex. */
 	struct llist_node *spare;
 	unsigned int nr_spare;
@@ -146,8 +151,7 @@ struct vhost_blk {
 	struct vhost_blk_backend_file *be;
 	u16 num_queues;
 	u8 serial[VHOST_BLK_SERIAL_LEN];
-	/* Requests submitted whose I/O has not completed yet. */
-	atomic_t pending;
+	/* Teardown waits here for every queue's pending to drop to zero. */
 	wait_queue_head_t pending_wait;
 	/*
 	 * Syncs of the backend, one at a time (sync_mutex).  sync_gen counts
@@ -163,6 +167,17 @@ struct vhost_blk {
 	u32 batch_delay_us;
 	struct dentry *debugfs;
 };
+
+/* Requests of every queue whose I/O has not completed yet. */
+static inline unsigned int vhost_blk_pending(struct vhost_blk *blk)
+{
+	unsigned int n = 0;
+	int i;
+
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		n += atomic_read(&blk->vqs[i].pending);
+	return n;
+}
 
 struct vhost_blk_req {
 	struct llist_node node;

@@ -74,13 +74,16 @@ static void vhost_blk_req_done(struct vhost_blk_req *req)
 
 	/*
 	 * The RCU read section keeps blk alive until wake_up() returned:
-	 * teardown waits for pending == 0 and then for a grace period.
+	 * teardown waits for every queue's pending to be zero and then for a
+	 * grace period.  The count is the queue's, not the device's: queues
+	 * complete on different CPUs.
 	 */
 	rcu_read_lock();
 	llist_add(&req->node, &bvq->done);
 	/* If the worker is gone, teardown drops the request. */
 	vhost_blk_vq_work_queue(&bvq->vq, &bvq->done_work);
-	if (atomic_dec_and_test(&blk->pending))
+	if (atomic_dec_and_test(&bvq->pending) &&
+	    wq_has_sleeper(&blk->pending_wait))
 		wake_up(&blk->pending_wait);
 	rcu_read_unlock();
 }
@@ -415,7 +418,7 @@ static bool vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
 			req->status = VIRTIO_BLK_S_OK;
 			goto done;
 		}
-		atomic_inc(&req->bvq->blk->pending);
+		atomic_inc(&req->bvq->pending);
 		vhost_blk_submit_rw(req, req->op == VHOST_BLK_OP_IN ? &to :
 				    &from);
 		return false;
@@ -448,10 +451,10 @@ static bool vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
 		req->status = VIRTIO_BLK_S_UNSUPP;
 		goto done;
 	}
-	atomic_inc(&req->bvq->blk->pending);
+	atomic_inc(&req->bvq->pending);
 	return true;
 done:
-	atomic_inc(&req->bvq->blk->pending);
+	atomic_inc(&req->bvq->pending);
 	vhost_blk_req_done(req);
 	return false;
 }

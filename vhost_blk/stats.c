@@ -86,7 +86,7 @@ static int vhost_blk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "batch_found %llu\n", sum.batch_found);
 	seq_printf(m, "batch_looks %llu\n", sum.batch_looks);
 	seq_printf(m, "syncs %llu\n", READ_ONCE(blk->sync_gen));
-	seq_printf(m, "in_flight %d\n", atomic_read(&blk->pending));
+	seq_printf(m, "in_flight %u\n", vhost_blk_pending(blk));
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		struct vhost_blk_qstats q = {};
 		u64 n = 0;

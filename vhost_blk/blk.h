@@ -43,8 +43,13 @@
 #define VHOST_BLK_BATCH_LOOKS		32
 /* ... or in the guest's request gaps, once it has shown its pace. */
 #define VHOST_BLK_BATCH_TURNAROUND	4
-/* A queue serving single requests waits once in this many passes. */
+/*
+ * A queue serving single requests waits once in this many passes, and
+ * after each such wait that found no burst, half as often, down to once
+ * in VHOST_BLK_BATCH_PROBE_MAX.
+ */
 #define VHOST_BLK_BATCH_PROBE		8
+#define VHOST_BLK_BATCH_PROBE_MAX	1024
 /* A slow guest's wait: this many times its time for the expected burst. */
 #define VHOST_BLK_BATCH_PACE		2
 /* Dirty-log ranges handed to vhost_log_write() at a time. */
@@ -125,7 +130,9 @@ struct vhost_blk_vq {
 	 */
 	bool batching;
 	u16 batch_expect;	/* requests the burst should bring */
-	u8 batch_singles;	/* passes of one request in a row, unwaited */
+	u16 batch_singles;	/* passes of one request in a row, unwaited */
+	u16 batch_probe_every;	/* ... before one waits all the same */
+	bool batch_probing;	/* this wait began at such a pass */
 	u16 batch_seen;		/* the avail index at the last look */
 	ktime_t batch_deadline;	/* no longer than batch_bound_ns */
 	u64 batch_bound_ns;	/* the longest this wait may take */

@@ -582,8 +582,9 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
  * takes at its last pace (VHOST_BLK_BATCH_DELAY_MAX at most).  A pass that
  * finds nothing turns notifications back on, and so does a pass of one
  * request with at most one in flight once the bursts before it have
- * dwindled to one, but for one pass in VHOST_BLK_BATCH_PROBE: a queue at
- * depth one is answered at once, nearly always.
+ * dwindled to one, but for a probe now and then (one pass in
+ * VHOST_BLK_BATCH_PROBE, backing off while probes find no burst): a queue
+ * at depth one is answered at once, nearly always.
  */
 unsigned int vhost_blk_batch_delay_us = 1000;
 module_param_named(batch_delay_us, vhost_blk_batch_delay_us, uint, 0644);
@@ -603,6 +604,7 @@ void vhost_blk_batch_init(struct vhost_blk_vq *bvq)
 {
 	hrtimer_init(&bvq->batch_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	bvq->batch_timer.function = vhost_blk_batch_timeout;
+	bvq->batch_probe_every = VHOST_BLK_BATCH_PROBE;
 }
 
 /* The queue stops (teardown, detach): no timer left, nothing batching. */
@@ -654,9 +656,9 @@ static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step)
  * depth gives back what completes), or half what it expected last time if
  * that is more: one burst cut short (the guest's vCPU stopped for a while)
  * does not make the queue take the guest for one at depth one.  A queue
- * that serves single requests still waits once every VHOST_BLK_BATCH_PROBE
- * passes: a guest that has more on the way sends them then.  Under
- * vq.mutex.
+ * that serves single requests still waits once every batch_probe_every
+ * passes (VHOST_BLK_BATCH_PROBE to VHOST_BLK_BATCH_PROBE_MAX): a guest
+ * that has more on the way sends them then.  Under vq.mutex.
  */
 static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 {
@@ -665,19 +667,29 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	u64 first;
 
 	bvq->batch_expect = max_t(int, found, bvq->batch_expect / 2);
+	/*
+	 * A queue at depth one, or one whose guest sends its requests one at
+	 * a time although more are on their way: waiting now and then tells
+	 * them apart.  Each wait costs a guest at depth one a request that
+	 * waits a few of its round trips, so a wait that found no burst makes
+	 * the next come half as often; a pass that finds one, often again.
+	 */
+	if (found >= 2)
+		bvq->batch_probe_every = VHOST_BLK_BATCH_PROBE;
+	else if (bvq->batch_probing)
+		bvq->batch_probe_every = min_t(u16, 2 * bvq->batch_probe_every,
+					       VHOST_BLK_BATCH_PROBE_MAX);
+	bvq->batch_probing = false;
 	if (!delay || !found) {
 		bvq->batching = false;
 		return false;
 	}
-	/*
-	 * A queue at depth one, or one whose guest sends its requests one at
-	 * a time although more are on their way: waiting now and then tells
-	 * them apart.
-	 */
-	if (bvq->batch_expect < 2 && bvq->inflight < 2 &&
-	    ++bvq->batch_singles < VHOST_BLK_BATCH_PROBE) {
-		bvq->batching = false;
-		return false;
+	if (bvq->batch_expect < 2 && bvq->inflight < 2) {
+		if (++bvq->batch_singles < bvq->batch_probe_every) {
+			bvq->batching = false;
+			return false;
+		}
+		bvq->batch_probing = true;
 	}
 	bvq->batch_singles = 0;
 	bvq->batching = true;

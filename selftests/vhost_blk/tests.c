@@ -799,9 +799,13 @@ static void t_batching(struct vbt_mem *m)
 	/* Longer than the delay: the last look found nothing, notifications are on. */
 	usleep(100000);
 	one = busy_reads(&d, m, 200, 1);
-	/* but for the queue's probe, one pass in VHOST_BLK_BATCH_PROBE (8) */
-	tap_result(one >= 200 - 200 / 8 - 1,
-		   "batching: 200 reads one at a time are notified but for one in 8 (%ld notifications, at least 174)",
+	/*
+	 * but for the queue's probes, which find no burst and so come half as
+	 * often each time: after 8, 16, 32 and 64 passes (4 in 200), and the
+	 * few passes while the bursts expected after the deep reads dwindle.
+	 */
+	tap_result(one >= 188,
+		   "batching: 200 reads one at a time are notified but for a few probes that back off (%ld notifications, at least 188)",
 		   one);
 	vbt_dev_close(&d);
 }

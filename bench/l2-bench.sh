@@ -188,9 +188,11 @@ follow_l3() {
 			if [ $exitr = 1 ]; then
 				echo "$EXR_KEYS:clear" >>$EXR_EV/kvm_exit/trigger
 				echo "$MSR_KEYS:clear" >>$EXR_EV/kvm_msr/trigger
-			fi ;;
+			fi
+			echo go >&8 ;;
 		@@JSON*)
 			hostsnap
+			echo go >&8
 			x=${line//@@/}; set -- $x
 			pending="@@CPU $2 $3 $4 $((H_BUSY - b0))@@
 @@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0)) $((H_HALT - h0)) $((H_HIRQ - q0)) $((H_WAIT - w0))@@
@@ -288,10 +290,18 @@ l3_row() {
 		fi
 	} >$f.sh
 	rm -f /tmp/watch.stop /tmp/l3-stalled
+	# The guest's START and JSON lines wait for follow_l3's answer, a line
+	# on the guest's ttyS2 (workloads.sh, ACK): its input is a FIFO, held
+	# open here for writing, so QEMU's open of it returns at once.
+	local ack=/tmp/l3-ack.$n
+	rm -f $ack
+	mkfifo $ack || return 1
+	exec 8<>$ack
 	# The guest's output reaches ours through follow_l3; $f.out keeps
 	# l3run's and vmrun's own messages.
 	# debug-threads: QEMU names its vCPU threads "CPU i/KVM" (pin_l3)
-	"${pinned[@]}" l3run -t 1800 -m $l3mem -c $l3cpus $f.sh -name "l3-$n,debug-threads=on" "$@" \
+	"${pinned[@]}" l3run -t 1800 -m $l3mem -c $l3cpus $f.sh -name "l3-$n,debug-threads=on" \
+		-chardev file,id=ack,path=/dev/null,input-path=$ack -device isa-serial,chardev=ack,index=2 "$@" \
 		>/dev/null 2>$f.out &
 	local lpid=$!
 	pin_l3 $n &
@@ -304,6 +314,8 @@ l3_row() {
 	local rc=$?
 	touch /tmp/watch.stop
 	wait $wpid $gpid $ppid
+	exec 8>&-
+	rm -f $ack
 	cat $f.out
 	# An L3 that reset itself with no message, or that stopped making any
 	# progress (the nested-SVM-under-TCG flakes, Documentation/testing.rst):
@@ -338,7 +350,7 @@ $2 || { echo "@@FAIL $1 - in L3: $2 failed@@"; exit 1; }
 for i in \$(seq 1 40); do [ -b /dev/vda ] && break; sleep 0.25; done
 [ -b /dev/vda ] || { echo "@@FAIL $1 - no /dev/vda in L3@@"; exit 1; }
 echo none >/sys/block/vda/queue/scheduler 2>/dev/null
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' PROFILE='${PROFILE:-0}' /src/bench/workloads.sh /dev/vda $1
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' PROFILE='${PROFILE:-0}' ACK=/dev/ttyS2 /src/bench/workloads.sh /dev/vda $1
 X
 }
 
@@ -359,7 +371,7 @@ for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
 grep -qx "path mq" /sys/block/vda/driver_stats || fail "vda is not on the request path"
 grep -qx "path bio" /sys/block/vdb/driver_stats || fail "vdb is not on the bio path"
 echo none >/sys/block/vda/queue/scheduler
-QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' PROFILE='${PROFILE:-0}' /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
+QUICK=$QUICK REPS=$REPS WORKLOADS='$WORKLOADS' IOS='$IOS' IOS_QD1='$IOS_QD1' BASE_REPS='$BASE_REPS' SKIP_WLS='${SKIP_WLS:-}' PROFILE='${PROFILE:-0}' ACK=/dev/ttyS2 /src/bench/workloads.sh /dev/vda $1 /dev/vdb $2
 X
 }
 

@@ -58,6 +58,17 @@ if [ "${1:-}" = --ksyms ]; then
 fi
 
 dev=$1 row=$2 dev2=${3:-} row2=${4:-}
+# L2's answers (wait_l2): the port set raw, no echo, no modem lines.
+ack_in=
+if [ "${MEASURE_CPU:-0}" != 1 ] && [ -n "${ACK:-}" ]; then
+	if [ -c "$ACK" ] && stty -F "$ACK" raw -echo clocal 2>/dev/null &&
+	   { exec 7<"$ACK"; } 2>/dev/null; then
+		ack_in=$ACK
+		echo "# L2 answers on $ACK"
+	else
+		echo "# no answer from L2: $ACK cannot be used; half a second after START and JSON"
+	fi
+fi
 here=$(dirname "$0")
 reps=${REPS:-3}
 base_reps=3
@@ -166,14 +177,30 @@ if [ "${MEASURE_CPU:-0}" != 1 ]; then
 	[ "${PROFILE:-0}" = 1 ] && LEVEL=3 ksyms
 fi
 
+# wait_l2: in an L3 guest of make bench, L2 reads its counters when the
+# START and JSON lines reach it (l2-bench.sh, follow_l3), late at times: the
+# serial port sends a byte per VM exit, and L2's follower shares its CPUs
+# with this guest (seen: 512 I/Os, a fixed half second after START, and L2
+# read START after the run: 0 requests counted). L2 answers each of those
+# lines with one on ACK, a serial port of its own: the guest waits for it,
+# 30 s at most. Without ACK, or once L2 has not answered, half a second.
+wait_l2() {
+	local a
+	[ "${MEASURE_CPU:-0}" = 1 ] && return
+	if [ -n "$ack_in" ]; then
+		read -r -t 30 -u 7 a && return
+		echo "# no answer from L2 within 30 s: half a second after START and JSON from here on"
+		exec 7<&-
+		ack_in=
+	fi
+	sleep 0.5
+}
+
 run_one() { # dev row name rep
 	local d=$1 r=$2 name=$3 rep=$4 b0 b1 c0 c1 q0 q1 k0 k1 k rc id= win
 	echo "@@START $r $name $rep@@"
-	# In an L3 guest, L2 reads its own counters when this line reaches it
-	# through the serial port and the follower: give it the time, or a
-	# short run is over before L2 has looked (seen: 512 I/Os, 0 requests
-	# counted). Outside the cost window, so no count includes it.
-	[ "${MEASURE_CPU:-0}" = 1 ] || sleep 0.5
+	# Outside the cost window, so no count includes the wait.
+	wait_l2
 	b0=$(busy) c0=$(ctxt) q0=$(virq) k0=$(kicks "$d")
 	# fio appends a redirection of the command's output to a file of
 	# its own; the "#" makes it a comment (no file written in the window).
@@ -186,10 +213,9 @@ run_one() { # dev row name rep
 	if [ $rc = 0 ]; then
 		[ -n "$id" ] && echo "@@WIN $id $r $name $rep@@"
 		echo "@@JSON $r $name $rep@@"
-		# L2 reads its counters again when the line above reaches it:
-		# the same wait as after START, so they do not take in part of
-		# the JSON's serial output (seen: 0.4 port I/O exits an I/O).
-		[ "${MEASURE_CPU:-0}" = 1 ] || sleep 0.5
+		# L2's counters must not take in the JSON's serial output
+		# (seen: 0.4 port I/O exits an I/O).
+		wait_l2
 		# One line, indentation dropped: in an L3 guest every byte
 		# is a VM exit on the serial port (6.7 KB -> 4.3 KB a run).
 		sed -n '/^{/,$ s/^[[:space:]]*//p' /tmp/fio.json | tr -d '\n'

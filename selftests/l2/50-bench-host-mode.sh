@@ -6,7 +6,8 @@
 # named by L3_KERNEL/L3_INITRD, its console in a file, KVM's settings left
 # alone. A short run (one workload, one repetition, few I/Os) of the rows a
 # host bench compares: every row prints a whole fio result, the vhost rows show
-# vhost_blk serving requests, each run has its cost window, and the host is
+# vhost_blk serving requests, each run has its cost window (its counters read
+# by L2 before the guest went on: L2 answered), and the host is
 # left as it was (null_blk unloaded, no bridge running).
 ok() { echo "ok - bench host mode: $*"; }
 nok() { echo "not ok - bench host mode: $*"; }
@@ -45,6 +46,11 @@ n=$(grep -c '^@@WIN [0-9]* nullb/' $out)
 [ "$n" -ge 7 ] && ok "every run has its cost window ($n, base runs included)" ||
 	nok "every run has its cost window ($n, want 7: 3 rows x (base + 1), selftest-load 1)"
 ! grep -q '^@@FAIL' $out && ok "no row failed" || nok "no row failed: $(grep '^@@FAIL' $out | head -n 3)"
+# Each guest waited for L2's answer to its START and JSON lines, and had it.
+n=$(grep -c '^# L2 answers on ' $out)
+[ "$n" -ge 1 ] && ! grep -q '^# no answer from L2' $out &&
+	ok "L2 answered every START and JSON line of the guests ($n guest(s))" ||
+	nok "L2 answered every START and JSON line of the guests: $n guest(s) waited for answers; $(grep '^# no answer from L2' $out | head -n 1)"
 [ ! -d /sys/module/null_blk ] && ok "null_blk unloaded afterwards" || nok "null_blk unloaded afterwards"
 [ -z "$(pidof vhost-blk-bridge)" ] && ok "no bridge left running" || nok "no bridge left running"
 [ "$(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/null)" = "$hp0" ] &&

@@ -295,7 +295,11 @@ l3_row() {
 	# open here for writing, so QEMU's open of it returns at once.
 	local ack=/tmp/l3-ack.$n
 	rm -f $ack
-	mkfifo $ack || return 1
+	if ! mkfifo $ack; then
+		echo "@@FAIL $row - cannot make $ack@@"
+		[ -n "${PAIR_ROW:-}" ] && echo "@@FAIL $PAIR_ROW - cannot make $ack (measured in the L3 boot of $row)@@"
+		return 1
+	fi
 	exec 8<>$ack
 	# The guest's output reaches ours through follow_l3; $f.out keeps
 	# l3run's and vmrun's own messages.

@@ -26,7 +26,7 @@
 # WORKLOADS); PARAMS sets module parameters for the whole run.
 # Results are printed as fio JSON blocks (bench/workloads.sh) plus @@CPU lines: L2
 # CPU time per workload, and for L3 rows @@KVM lines: the L3 guest's VM exits and
-# injected interrupts, vhost_blk's requests and completion batches, and the exits
+# injected interrupts, vhost_blk's requests, completion batches, waits and looks, and the exits
 # for HLT and for L2's own interrupts, per workload,
 # and @@HOST lines: L2's context switches (host wakeups). Each fio run is a cost
 # window of the vbcount plugin when L2 runs under TCG with it (workloads.sh).
@@ -66,15 +66,16 @@ mount -t debugfs none /sys/kernel/debug 2>/dev/null
 # cost window is open every instruction of L2 counts): busy jiffies and
 # context switches (/proc/stat); KVM's VM exits and injected interrupts,
 # summed over the VMs of L2 (one L3 at a time); vhost_blk's requests,
-# completion batches (one guest notification each) and waits (passes that
-# waited for the guest's burst: fetch batches), 0 0 0 without vhost_blk.
+# completion batches (one guest notification each), waits (passes that
+# waited for the guest's burst: fetch batches) and the looks at the ring
+# during those waits (each a timer of L2's), 0 0 0 0 without vhost_blk.
 hostsnap() {
 	local c u n s i w q sq st x k v f
 	read -r c u n s i w q sq st x </proc/stat
 	H_BUSY=$((u + n + s + q + sq + st))
 	H_CTXT=0
 	while read -r k v x; do [ "$k" = ctxt ] && { H_CTXT=$v; break; }; done </proc/stat
-	H_EXITS=0 H_INJ=0 H_REQS=0 H_BATCH=0 H_HALT=0 H_HIRQ=0 H_WAIT=0
+	H_EXITS=0 H_INJ=0 H_REQS=0 H_BATCH=0 H_HALT=0 H_HIRQ=0 H_WAIT=0 H_LOOK=0
 	[ -r /sys/kernel/debug/kvm/exits ] && read -r H_EXITS </sys/kernel/debug/kvm/exits
 	[ -r /sys/kernel/debug/kvm/irq_injections ] && read -r H_INJ </sys/kernel/debug/kvm/irq_injections
 	# Two kinds of exit by reason: the guest idle (HLT), and an interrupt
@@ -88,6 +89,7 @@ hostsnap() {
 			reqs) H_REQS=$((H_REQS + v)) ;;
 			batches) H_BATCH=$((H_BATCH + v)) ;;
 			batch_waits) H_WAIT=$((H_WAIT + v)) ;;
+			batch_looks) H_LOOK=$((H_LOOK + v)) ;;
 			esac
 		done <"$f"
 	done
@@ -173,7 +175,7 @@ exitr_read() {
 # (its L3 or L2 died) keeps the runs it finished; and measure L2's CPU, context
 # switches (host wakeups) and KVM's counters between each run's START and JSON
 # markers: "@@CPU ROW WL REP JIFFIES@@", "@@KVM ROW WL REP EXITS INJECTIONS REQS
-# BATCHES HLT_EXITS IRQ_EXITS WAITS@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
+# BATCHES HLT_EXITS IRQ_EXITS WAITS LOOKS@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
 # per line: tail follows the file with inotify.
 follow_l3() {
 	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 h0 q0 w0 x
@@ -184,7 +186,7 @@ follow_l3() {
 		@@START*)
 			hostsnap
 			b0=$H_BUSY c0=$H_CTXT e0=$H_EXITS i0=$H_INJ r0=$H_REQS t0=$H_BATCH
-			h0=$H_HALT q0=$H_HIRQ w0=$H_WAIT
+			h0=$H_HALT q0=$H_HIRQ w0=$H_WAIT l0=$H_LOOK
 			if [ $exitr = 1 ]; then
 				echo "$EXR_KEYS:clear" >>$EXR_EV/kvm_exit/trigger
 				echo "$MSR_KEYS:clear" >>$EXR_EV/kvm_msr/trigger
@@ -195,7 +197,7 @@ follow_l3() {
 			echo go >&8
 			x=${line//@@/}; set -- $x
 			pending="@@CPU $2 $3 $4 $((H_BUSY - b0))@@
-@@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0)) $((H_HALT - h0)) $((H_HIRQ - q0)) $((H_WAIT - w0))@@
+@@KVM $2 $3 $4 $((H_EXITS - e0)) $((H_INJ - i0)) $((H_REQS - r0)) $((H_BATCH - t0)) $((H_HALT - h0)) $((H_HIRQ - q0)) $((H_WAIT - w0)) $((H_LOOK - l0))@@
 @@HOST $2 $3 $4 $((H_CTXT - c0))@@"
 			if [ $exitr = 1 ]; then
 				exitr_read

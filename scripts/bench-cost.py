@@ -8,7 +8,8 @@ JSON; bench-report.sh), windows.txt (the vbcount plugin's counts joined to the
 runs: row workload rep boot id insns exits ns l1_other), guest.txt (the L3
 guest's interrupts and kicks), host.txt (L2's context switches), kvm.txt
 (KVM's counters in L2: the L3 guest's HLT exits and exits for L2's own
-interrupts; vhost_blk's requests and completion batches),
+interrupts; vhost_blk's requests, completion batches, waits for the
+guest's burst and looks at the ring during them),
 settings.txt and idle.txt (L2's halt polling, the L3 guests' idle loop).
 
 Outputs in RESULTS_DIR:
@@ -122,7 +123,7 @@ def load_pass(d, pas):
             ("guest.txt", ("irqs", "kicks"), 2),
             ("host.txt", ("wakeups",), 1),
             ("kvm.txt", ("kvm_exits", "injections", "vreqs", "vbatches",
-                         "halts", "hirqs", "vwaits"), 4)):
+                         "halts", "hirqs", "vwaits", "vlooks"), 4)):
         for l in read_lines(os.path.join(d, name)):
             f = l.split()
             if len(f) < 4 + least:
@@ -158,7 +159,7 @@ def load_pass(d, pas):
              "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
              "halts": x.get("halts"), "hirqs": x.get("hirqs"),
              "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
-             "vwaits": x.get("vwaits")}
+             "vwaits": x.get("vwaits"), "vlooks": x.get("vlooks")}
         if is_base(k[3]):
             if k in raw:	# an earlier boot's: its figures were not its own
                 for n in COUNTS[3:]:
@@ -207,6 +208,11 @@ def load_pass(d, pas):
         # burst fetched (the notifications side of batching)
         vw = w["vwaits"]
         run["reqs_wait"] = vr / vw if vr and vw else None
+        # ... and the looks at the ring in each such wait that found the
+        # guest still adding to it (each a timer of L2's that woke the
+        # worker); None from results before they were recorded
+        vl = w["vlooks"]
+        run["looks_wait"] = vl / vw if vl is not None and vw else None
         run["weighted_io"] = run["insns_io"] + run["exits_io"] * EXIT_COST
         runs.append(run)
     return runs
@@ -243,7 +249,7 @@ def summarize(runs):
         for n in ("ios", "insns_io", "exits_io", "irqs_io", "kicks_io",
                   "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us",
                   "halts_io", "hirqs_io", "reqs_batch", "reqs_wait",
-                  "l3insns_io"):
+                  "l3insns_io", "looks_wait"):
             s[n] = med([r[n] for r in p1])
         s["insns_spread"] = spread([r["insns_io"] for r in p1])
         s["base_runs"] = min(r["base_runs"] for r in p1)
@@ -274,7 +280,7 @@ def write_cost_tsv(res, summ):
             "boots_exits_per_io", "boots_exits_spread_pct",
             "hlt_exits_per_io", "irq_exits_per_io", "reqs_per_batch",
             "reqs_per_wait", "base_runs", "base_exits_spread_pct",
-            "l3_insns_per_io"]
+            "l3_insns_per_io", "looks_per_wait"]
     with open(os.path.join(res, "cost.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for (b, row, wl) in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
@@ -294,7 +300,8 @@ def write_cost_tsv(res, summ):
                 fmt(s["reqs_batch"], "%.1f"),
                 fmt(s["reqs_wait"], "%.1f"), str(s["base_runs"]),
                 fmt(s["base_exits_spread"], "%.1f"),
-                fmt(s["l3insns_io"], "%.0f")]) + "\n")
+                fmt(s["l3insns_io"], "%.0f"),
+                fmt(s["looks_wait"], "%.1f")]) + "\n")
 
 
 def write_runs_tsv(res, runs):
@@ -303,7 +310,7 @@ def write_runs_tsv(res, runs):
             "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
             "l1_other_cpus", "busy", "hlt_exits_per_io", "irq_exits_per_io",
             "reqs_per_batch", "reqs_per_wait", "base_runs",
-            "base_exits_spread_pct", "l3_insns_per_io"]
+            "base_exits_spread_pct", "l3_insns_per_io", "looks_per_wait"]
     with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for r in runs:
@@ -320,7 +327,8 @@ def write_runs_tsv(res, runs):
                 fmt(r["reqs_batch"], "%.1f"),
                 fmt(r["reqs_wait"], "%.1f"), str(r["base_runs"]),
                 fmt(r["base_exits_spread"], "%.1f"),
-                fmt(r["l3insns_io"], "%.0f")]) + "\n")
+                fmt(r["l3insns_io"], "%.0f"),
+                fmt(r["looks_wait"], "%.1f")]) + "\n")
 
 
 def get(summ, b, row, wl):
@@ -362,7 +370,7 @@ def cost_md(summ, runs):
             w("### %s: %s" % (b, wl))
             w("")
             w("| row | insns/IO | spread | L3, L2 | exits/IO | HLT, L2 irq | irq/IO | kicks/IO "
-              "| wakeups/IO | batch, per wait | weighted/IO | x aio=native (insns, exits, weighted) "
+              "| wakeups/IO | batch, per wait, looks | weighted/IO | x aio=native (insns, exits, weighted) "
               "| IOPS | runs | boots |")
             w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
             for row in rows:
@@ -389,6 +397,8 @@ def cost_md(summ, runs):
                 batch = fmt(s["reqs_batch"], "%.1f")
                 if s["reqs_wait"] is not None:
                     batch += ", " + fmt(s["reqs_wait"], "%.1f")
+                    if s["looks_wait"] is not None:
+                        batch += ", " + fmt(s["looks_wait"], "%.1f")
                 w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
                   "| %d%s | %s |" % (
                       row, fmt(s["insns_io"]), fmt(s["insns_spread"], "%.1f%%"),

@@ -178,7 +178,7 @@ exitr_read() {
 # BATCHES HLT_EXITS IRQ_EXITS WAITS LOOKS@@" and "@@HOST ROW WL REP CTXT@@" follow the run's @@END@@. Fork-free
 # per line: tail follows the file with inotify.
 follow_l3() {
-	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 h0 q0 w0 x
+	local f=$1 pid=$2 line pending= b0 c0 e0 i0 r0 t0 h0 q0 w0 l0 x
 	tail -n +1 -F --pid="$pid" "$f" 2>/dev/null | while IFS= read -r line; do
 		line=${line%$'\r'}
 		case $line in

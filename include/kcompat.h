@@ -28,6 +28,12 @@ static inline bool vhost_blk_vq_work_queue(struct vhost_virtqueue *vq,
 	return vhost_vq_work_queue(vq, work);
 }
 
+/* Anything queued on the worker serving @vq, this queue's or another's. */
+static inline bool vhost_blk_vq_has_work(struct vhost_virtqueue *vq)
+{
+	return vhost_vq_has_work(vq);
+}
+
 static inline bool vhost_blk_is_worker_ioctl(unsigned int ioctl)
 {
 	return ioctl == VHOST_NEW_WORKER || ioctl == VHOST_FREE_WORKER ||
@@ -48,6 +54,12 @@ static inline bool vhost_blk_vq_work_queue(struct vhost_virtqueue *vq,
 {
 	vhost_work_queue(vq->dev, work);
 	return true;
+}
+
+/* The device's one worker serves every queue. */
+static inline bool vhost_blk_vq_has_work(struct vhost_virtqueue *vq)
+{
+	return vhost_has_work(vq->dev);
 }
 
 static inline bool vhost_blk_is_worker_ioctl(unsigned int ioctl)

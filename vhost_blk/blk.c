@@ -53,6 +53,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	spin_lock_init(&blk->sync_lock);
 	blk->num_queues = 1;
 	blk->batch_delay_us = READ_ONCE(vhost_blk_batch_delay_us);
+	vhost_blk_poll_init(blk);
 	blk->id = atomic_inc_return(&vhost_blk_ids);
 	vhost_blk_stats_add(blk);
 	f->private_data = blk;
@@ -341,6 +342,8 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 	blk->owner_mm = NULL;
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
 		blk->vqs[i].throttled = false;
+	/* The core's reset cleared the queues' busy poll timeouts. */
+	vhost_blk_poll_init(blk);
 done:
 	mutex_unlock(&blk->dev.mutex);
 	vhost_blk_backend_free(old);

@@ -83,6 +83,7 @@ struct vhost_blk_qstats {
 	u64 batch_waits;	/* delayed looks at the ring (batch_delay_us) */
 	u64 batch_found;	/* ... that found requests */
 	u64 batch_looks;	/* looks that found the guest still queuing */
+	u64 poll_found;		/* busy polls that found a request */
 };
 
 /*
@@ -141,6 +142,8 @@ struct vhost_blk_vq {
 	u64 batch_step_ns;	/* and for how long */
 	u64 batch_gap_ns;	/* the guest's last time per request */
 	struct hrtimer batch_timer;
+	/* Busy polling goes on until then (local_clock()); under vq.mutex. */
+	u64 poll_end_ns;
 	u16 index;
 	struct vhost_blk_qstats stats;
 };
@@ -224,6 +227,7 @@ void vhost_blk_retire_orphans(struct vhost_blk *blk);
 void vhost_blk_spare_free(struct vhost_blk_vq *bvq);
 void vhost_blk_batch_init(struct vhost_blk_vq *bvq);
 void vhost_blk_batch_stop(struct vhost_blk_vq *bvq);
+void vhost_blk_poll_init(struct vhost_blk *blk);
 
 /* stats.c */
 /*

@@ -13,6 +13,7 @@
 #include <linux/pagemap.h>
 #include <linux/sched/clock.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/virtio_byteorder.h>
 
@@ -768,6 +769,85 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 }
 
 /*
+ * Busy polling, for hosts with a core to spare per worker: a queue about
+ * to turn the guest's notifications back on (its ring empty, no batch to
+ * wait for) spins on the avail ring instead, for up to the ring's
+ * busyloop_timeout (us, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, at most
+ * VHOST_BLK_BUSYLOOP_MAX_US) since it last found a request.  A guest that
+ * keeps sending within that time sends without notifications, so without
+ * the VM exits they cost.  The spin gives way to any work queued on the
+ * worker (a completion to retire, another queue's kick, a flush) and to
+ * the scheduler by queueing the handler again with notifications still
+ * off, so it never holds vq.mutex or the CPU from them; it stops on a
+ * signal.  poll_us is the timeout of new devices' queues.
+ */
+static unsigned int vhost_blk_poll_us;
+module_param_named(poll_us, vhost_blk_poll_us, uint, 0644);
+MODULE_PARM_DESC(poll_us,
+		 "Busy poll timeout of new devices' queues, until the owner sets one (us, 0 = off, default 0)");
+
+void vhost_blk_poll_init(struct vhost_blk *blk)
+{
+	unsigned int us = READ_ONCE(vhost_blk_poll_us);
+	int i;
+
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		WRITE_ONCE(blk->vqs[i].vq.busyloop_timeout, us);
+}
+
+enum vhost_blk_poll {
+	VHOST_BLK_POLL_OFF,	/* not polling (any more): notifications on */
+	VHOST_BLK_POLL_FOUND,	/* the guest added a request */
+	VHOST_BLK_POLL_AGAIN,	/* gave way; the handler is queued again */
+};
+
+/*
+ * The ring ran empty after a pass that found @found requests; @sync: some
+ * of them run after the pass (FLUSH, DISCARD, WRITE_ZEROES).  What the
+ * pass submitted goes to the backend first (@plug): the guest may wait for
+ * it before it sends more.  Under vq.mutex.
+ */
+static enum vhost_blk_poll vhost_blk_busy_poll(struct vhost_blk_vq *bvq,
+					       int found, bool sync,
+					       struct blk_plug *plug)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+	u32 us = READ_ONCE(vq->busyloop_timeout);
+	u64 now;
+
+	if (!us)
+		return VHOST_BLK_POLL_OFF;
+	now = local_clock();
+	if (found) {
+		us = min_t(u32, us, VHOST_BLK_BUSYLOOP_MAX_US);
+		bvq->poll_end_ns = now + (u64)us * NSEC_PER_USEC;
+	}
+	if (now >= bvq->poll_end_ns)
+		return VHOST_BLK_POLL_OFF;
+	if (sync) {
+		vhost_poll_queue(&vq->poll);
+		return VHOST_BLK_POLL_AGAIN;
+	}
+	blk_finish_plug(plug);
+	blk_start_plug(plug);
+	while (now < bvq->poll_end_ns) {
+		if (!vhost_vq_avail_empty(vq->dev, vq)) {
+			bvq->stats.poll_found++;
+			return VHOST_BLK_POLL_FOUND;
+		}
+		if (signal_pending(current))
+			break;
+		if (need_resched() || vhost_blk_vq_has_work(vq)) {
+			vhost_poll_queue(&vq->poll);
+			return VHOST_BLK_POLL_AGAIN;
+		}
+		cpu_relax();
+		now = local_clock();
+	}
+	return VHOST_BLK_POLL_OFF;
+}
+
+/*
  * vq->handle_kick: runs on the queue's worker.  Every chain fetched counts
  * against the vhost weight, whatever becomes of it, so a queue yields its
  * worker after VHOST_BLK_WEIGHT chains or VHOST_BLK_BYTE_WEIGHT bytes.
@@ -784,6 +864,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	struct vhost_blk_req *req = NULL, *next;
 	struct vhost_blk_as_owner saved;
 	unsigned int out, in;
+	enum vhost_blk_poll poll;
 	struct blk_plug plug;
 	bool refused = false;
 	size_t total = 0;
@@ -836,6 +917,12 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			if (bvq->batching && found)
 				bvq->stats.batch_found++;
 			if (vhost_blk_batch_wait(bvq, found))
+				break;
+			poll = vhost_blk_busy_poll(bvq, found, sync != NULL,
+						   &plug);
+			if (poll == VHOST_BLK_POLL_FOUND)
+				continue;
+			if (poll == VHOST_BLK_POLL_AGAIN)
 				break;
 			if (unlikely(vhost_enable_notify(vq->dev, vq))) {
 				vhost_disable_notify(vq->dev, vq);

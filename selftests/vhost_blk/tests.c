@@ -810,6 +810,49 @@ static void t_batching(struct vbt_mem *m)
 	vbt_dev_close(&d);
 }
 
+/*
+ * Busy polling (VHOST_SET_VRING_BUSYLOOP_TIMEOUT): a guest that sends its
+ * next request within the timeout needs no notification for it, and a
+ * queue left idle longer than the timeout turns notifications back on.
+ * The timeout asked for is above VHOST_BLK_BUSYLOOP_MAX_US (10 ms), which
+ * bounds it: 50 ms of idle ends the poll.
+ */
+static unsigned long long poll_found_total(void);
+
+static void t_busy_poll(struct vbt_mem *m)
+{
+	struct vbt_opts o = def_opts();
+	struct vhost_vring_state s = { .index = 0, .num = 100000 };
+	unsigned long long f0, f1;
+	struct vbt_dev d;
+	__u32 us = 0;
+	long polled, idle;
+
+	if (open_dev(&d, m, &o)) {
+		tap_result(false, "busy poll: device setup");
+		return;
+	}
+	/* No batching: at depth one it would wait now and then (probes). */
+	if (ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us) ||
+	    ioctl(d.fd, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s)) {
+		tap_result(false, "busy poll: set the timeout: %s", strerror(errno));
+		vbt_dev_close(&d);
+		return;
+	}
+	f0 = poll_found_total();
+	polled = busy_reads(&d, m, 200, 1);
+	f1 = poll_found_total();
+	tap_result(polled >= 0 && polled <= 20 && f1 - f0 >= 150,
+		   "busy poll: 200 reads one at a time take %ld notifications (at most 20), %llu found by polling (at least 150)",
+		   polled, f1 - f0);
+	usleep(50000);
+	idle = busy_reads(&d, m, 1, 1);
+	tap_result(idle == 1,
+		   "busy poll: after 50 ms idle a read is notified again (%ld notifications, want 1)",
+		   idle);
+	vbt_dev_close(&d);
+}
+
 /* Requests and completion batches of all devices so far (debugfs). */
 static bool batch_totals(unsigned long long *reqs, unsigned long long *batches)
 {
@@ -841,6 +884,33 @@ static bool batch_totals(unsigned long long *reqs, unsigned long long *batches)
 	}
 	closedir(dir);
 	return true;
+}
+
+/* Requests the queues of all devices so far found by busy polling. */
+static unsigned long long poll_found_total(void)
+{
+	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
+	unsigned long long n = 0, v;
+	struct dirent *e;
+
+	while (dir && (e = readdir(dir))) {
+		char path[512], line[128];
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/debug/vhost-blk/%s/stats",
+			 e->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "poll_found %llu", &v) == 1)
+				n += v;
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return n;
 }
 
 /*
@@ -1018,6 +1088,7 @@ void vbt_functional(struct vbt_mem *m)
 	t_mq(m, false);
 	t_mq(m, true);
 	t_batching(m);
+	t_busy_poll(m);
 	t_batching_slow(m, 0);
 	t_batching_slow(m, 5);
 	t_batching_slow(m, 30);

@@ -208,6 +208,15 @@ struct vhost_blk_config {
 #define VHOST_BLK_BATCH_DELAY_MAX	10000
 #define VHOST_BLK_SET_BATCH_DELAY	_IOW(VHOST_VIRTIO, 0x92, __u32)
 /*
+ * Busy polling is the vhost core's VHOST_SET_VRING_BUSYLOOP_TIMEOUT, per
+ * queue (microseconds, 0 off): a queue whose ring ran empty spins on it
+ * for up to that long since it last found a request before it turns the
+ * guest's notifications back on.  The device uses at most
+ * VHOST_BLK_BUSYLOOP_MAX_US of a larger value.  A new device (and one
+ * reset with VHOST_RESET_OWNER) takes the module parameter poll_us.
+ */
+#define VHOST_BLK_BUSYLOOP_MAX_US	10000
+/*
  * Online resize: the capacity (512-byte sectors) the device presents and
  * checks requests against, after the backend file or device has grown or
  * shrunk.  0 takes the backend's size now (rounded down to 512 bytes).

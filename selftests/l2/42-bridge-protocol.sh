@@ -22,6 +22,8 @@ check "bridge: nonzero exit for a missing backend" \
 	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /nonexistent 2>/dev/null'
 check "bridge: nonzero exit for bad arguments" \
 	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --queues 99 2>/dev/null'
+check "bridge: nonzero exit for a busy poll above 10000 us" \
+	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --poll-us 10001 2>/dev/null'
 check "bridge: nonzero exit for a missing device node" \
 	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --vhost-dev /dev/nonexistent 2>/dev/null'
 
@@ -102,6 +104,19 @@ check "  SET_CONFIG writeback=1 is refused then (wce=$wce)" \
 wce=$({ set_features $(((1 << 32) | (1 << 11) | (1 << 9))); get_wce; } | vu | awk '{ print $NF }')
 check "with VIRTIO_BLK_F_FLUSH: writeback = 1 (wce=$wce)" test "$wce" = 01
 
+kill $bridge_pid
+wait $bridge_pid 2>/dev/null
+
+# --poll-us: each ring's busy poll timeout is set on the device with its size.
+: >$BLOG.poll
+vhost-blk-bridge --socket $SOCK --backend $DISK --queues 2 --poll-us 50 -v >>$BLOG.poll 2>&1 &
+bridge_pid=$!
+for _ in $(seq 50); do [ -S $SOCK ] && break; sleep 0.1; done
+{ msg 8 8; u32 0; u32 256; msg 8 8; u32 1; u32 128; } | vu >/dev/null
+for _ in $(seq 50); do grep -q "ring 1: 50 us" $BLOG.poll && break; sleep 0.1; done
+check "--poll-us 50: the device takes it for each ring sized" \
+	sh -c "grep -q 'BUSYLOOP_TIMEOUT ring 0: 50 us' $BLOG.poll && grep -q 'BUSYLOOP_TIMEOUT ring 1: 50 us' $BLOG.poll &&
+	       ! grep -q 'BUSYLOOP_TIMEOUT:' $BLOG.poll"
 kill $bridge_pid
 wait $bridge_pid 2>/dev/null
 

@@ -35,6 +35,7 @@ struct bridge_opts {
 	const char *serial;
 	unsigned int queues;
 	int batch_delay_us;		/* -1: the module's default */
+	int poll_us;			/* -1: the module's default */
 	bool readonly;
 	bool buffered;
 	bool no_kernel;			/* testing: protocol only, no device */
@@ -148,6 +149,7 @@ int vdev_get_features(struct vdev *d, uint64_t *features);
 int vdev_set_features(struct vdev *d, uint64_t features);
 int vdev_set_mem_table(struct vdev *d, const struct mem_table *mt);
 int vdev_set_vring_num(struct vdev *d, unsigned int idx, unsigned int num);
+int vdev_set_vring_busyloop(struct vdev *d, unsigned int idx, unsigned int us);
 int vdev_set_vring_base(struct vdev *d, unsigned int idx, unsigned int base);
 int vdev_get_vring_base(struct vdev *d, unsigned int idx,
 			unsigned int *base);

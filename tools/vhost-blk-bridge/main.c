@@ -116,6 +116,11 @@ static void usage(FILE *f)
 "                        to end before it fetches, unless the guest is\n"
 "                        slower (0..%d us; 0: answer every notification at\n"
 "                        once; default: vhost_blk's batch_delay_us parameter)\n"
+"      --poll-us N       busy polling: a queue whose ring ran empty spins on\n"
+"                        it for up to N us since its last request before it\n"
+"                        lets the guest notify again; for hosts with a core\n"
+"                        to spare per queue (0..%d; 0: off; default:\n"
+"                        vhost_blk's poll_us parameter)\n"
 "      --buffered        use the page cache (default: O_DIRECT)\n"
 "      --lock-timeout SEC  while the rings run, the backend is locked (flock);\n"
 "                        a bridge started again waits up to SEC seconds for\n"
@@ -134,7 +139,7 @@ static void usage(FILE *f)
 "  -device vhost-user-blk-pci,chardev=c0,num-queues=N\n",
 		BRIDGE_NAME, DEFAULT_TIMEOUT, VHOST_BLK_MAX_QUEUES,
 		VHOST_BLK_SERIAL_LEN, VHOST_BLK_BATCH_DELAY_MAX,
-		DEFAULT_LOCK_TIMEOUT);
+		VHOST_BLK_BUSYLOOP_MAX_US, DEFAULT_LOCK_TIMEOUT);
 }
 
 bool bridge_stopping(void)
@@ -464,7 +469,7 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 
 enum {
 	OPT_BUFFERED = 256, OPT_VHOST_DEV, OPT_NO_KERNEL, OPT_ONCE,
-	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD, OPT_BATCH_DELAY,
+	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD, OPT_BATCH_DELAY, OPT_POLL_US,
 	OPT_LOCK_TIMEOUT,
 };
 
@@ -480,6 +485,7 @@ static const struct option long_opts[] = {
 	{ "queues", required_argument, NULL, 'q' },
 	{ "serial", required_argument, NULL, 'S' },
 	{ "batch-delay-us", required_argument, NULL, OPT_BATCH_DELAY },
+	{ "poll-us", required_argument, NULL, OPT_POLL_US },
 	{ "buffered", no_argument, NULL, OPT_BUFFERED },
 	{ "lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT },
 	{ "vhost-dev", required_argument, NULL, OPT_VHOST_DEV },
@@ -504,6 +510,7 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 
 	o->queues = 1;
 	o->batch_delay_us = -1;
+	o->poll_us = -1;
 	o->vhost_path = "/dev/vhost-blk";
 	o->socket_mode = -1;
 	o->listen_fd = -1;
@@ -566,6 +573,12 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 				return bad_arg("--batch-delay-us",
 					       "0..10000 microseconds", optarg);
 			o->batch_delay_us = v;
+			break;
+		case OPT_POLL_US:
+			if (parse_uint(optarg, 0, VHOST_BLK_BUSYLOOP_MAX_US, &v, 10))
+				return bad_arg("--poll-us", "0..10000 microseconds",
+					       optarg);
+			o->poll_us = v;
 			break;
 		case OPT_LOCK_TIMEOUT:
 			if (parse_uint(optarg, 0, 3600, &o->lock_timeout, 10))

@@ -184,6 +184,15 @@ int vdev_set_vring_num(struct vdev *d, unsigned int idx, unsigned int num)
 	return xioctl(d, VHOST_SET_VRING_NUM, &s, "VHOST_SET_VRING_NUM");
 }
 
+int vdev_set_vring_busyloop(struct vdev *d, unsigned int idx, unsigned int us)
+{
+	struct vhost_vring_state s = { .index = idx, .num = us };
+
+	log_dbg("VHOST_SET_VRING_BUSYLOOP_TIMEOUT ring %u: %u us", idx, us);
+	return xioctl(d, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s,
+		      "VHOST_SET_VRING_BUSYLOOP_TIMEOUT");
+}
+
 int vdev_set_vring_base(struct vdev *d, unsigned int idx, unsigned int base)
 {
 	struct vhost_vring_state s = { .index = idx, .num = base };

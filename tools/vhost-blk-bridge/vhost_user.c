@@ -956,6 +956,9 @@ static int do_vring_num(struct session *s, struct vu_msg *m)
 	if (ret)
 		return ret;
 	ret = vdev_set_vring_num(&s->dev, m->p.state.index, num);
+	if (!ret && s->br->opts->poll_us >= 0)
+		ret = vdev_set_vring_busyloop(&s->dev, m->p.state.index,
+					      s->br->opts->poll_us);
 	if (ret)
 		return ret;
 	/* The addresses were checked for the old size: they must come again. */

@@ -69,7 +69,7 @@ check "bridges start on a file and on $loopdev" \
 printf '#!/bin/sh\nexec bash %s/resize-guest.sh %s resize-file resize-loop\n' \
 	"$E2E" $GROW_MIB >$D/guest.sh
 prev=$(ls -d /tmp/l3run.* 2>/dev/null | sort -t. -k2 -n | tail -n 1)
-l3run -t 900 $D/guest.sh "${QARGS[@]}" >$D/l3.out 2>&1 &
+l3run -t 300 $D/guest.sh "${QARGS[@]}" >$D/l3.out 2>&1 &
 l3=$!
 # Requests vhost_blk completed with an error, over its devices (debugfs; a
 # device's counters go with it when its session ends).

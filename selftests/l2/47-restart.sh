@@ -85,7 +85,7 @@ QARGS=(-object memory-backend-memfd,id=mem,size=1G,share=on -numa node,memdev=me
        -device vhost-user-blk-pci,chardev=c0,num-queues=2)
 printf '#!/bin/sh\nexec bash %s/restart-guest.sh restart-disk\n' "$E2E" >$D/guest.sh
 prev=$(ls -d /tmp/l3run.* 2>/dev/null | sort -t. -k2 -n | tail -n 1)
-l3run -t 900 $D/guest.sh "${QARGS[@]}" >$D/l3.out 2>&1 &
+l3run -t 420 $D/guest.sh "${QARGS[@]}" >$D/l3.out 2>&1 &
 l3=$!
 
 # restart: SIGKILL the bridge, start another. The device of the one killed

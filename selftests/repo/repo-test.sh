@@ -81,3 +81,19 @@ quoted=$(awk '/^``vhost-blk-bridge --help`` prints::/ { on = 1; next }
 check "Documentation/vhost-blk-bridge.rst quotes --help as the bridge prints it" \
 	test "$quoted" = "$("$bridge" --help)" ||
 	diff <(echo "$quoted") <("$bridge" --help) | head -n 10 | sed 's/^/#   /'
+
+# An L3 guest that stops running (the nested flake, testing.rst) is told from
+# a failure by vmrun's report at the guest's own limit (l3run -t), which the
+# test prints when l3run returns; a limit that does not end well before the
+# runner kills the test (TEST_TIMEOUT) turns the flake into "killed after
+# 900s" with nothing to read. Tests of make check (not "check: slow") keep
+# every l3run limit at least 200 s under it.
+tt=$(sed -n 's/^TEST_TIMEOUT=\${TEST_TIMEOUT:-\([0-9]*\)}$/\1/p' selftests/lib/run-tests.sh)
+long=$(for t in selftests/l2/*.sh; do
+	grep -q '^# check: slow -- ' "$t" && continue
+	grep -oE '(^|[^#]*[ 	])l3run -t [0-9]+' "$t" | grep -oE '[0-9]+$' | while read -r s; do
+		[ "$s" -le $((${tt:-0} - 200)) ] || echo "$(basename "$t" .sh):$s"
+	done
+done)
+check "every l3run limit of make check's L2 tests ends 200 s before the runner's ${tt:-?} s${long:+ (not: $(echo $long))}" \
+	test -n "$tt" -a -z "$long"

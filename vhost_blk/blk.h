@@ -56,6 +56,8 @@
 #define VHOST_BLK_LOG_BATCH		16
 /* Completions written to the used ring per vhost_add_used_n() call. */
 #define VHOST_BLK_USED_BATCH		64
+/* Busy polling spins this long at a time (then requeues its handler). */
+#define VHOST_BLK_POLL_SLICE_NS		(50 * NSEC_PER_USEC)
 /* Retired requests a queue keeps for its next ones (about 4 KiB each). */
 #define VHOST_BLK_SPARE_MAX		64
 

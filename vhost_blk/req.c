@@ -775,11 +775,13 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
  * busyloop_timeout (us, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, at most
  * VHOST_BLK_BUSYLOOP_MAX_US) since it last found a request.  A guest that
  * keeps sending within that time sends without notifications, so without
- * the VM exits they cost.  The spin gives way to any work queued on the
- * worker (a completion to retire, another queue's kick, a flush) and to
- * the scheduler by queueing the handler again with notifications still
- * off, so it never holds vq.mutex or the CPU from them; it stops on a
- * signal.  poll_us is the timeout of new devices' queues.
+ * the VM exits they cost.  The spin goes in slices of at most
+ * VHOST_BLK_POLL_SLICE_NS: between two, and as soon as work is queued on
+ * the worker (a completion to retire, another queue's kick, a flush) or
+ * the scheduler wants the CPU, the handler is queued again with
+ * notifications still off, so the worker runs what it holds and vq.mutex
+ * is released in between; it stops on a signal.  poll_us is the timeout
+ * of new devices' queues.
  */
 static unsigned int vhost_blk_poll_us;
 module_param_named(poll_us, vhost_blk_poll_us, uint, 0644);
@@ -802,6 +804,19 @@ enum vhost_blk_poll {
 };
 
 /*
+ * Go on polling in a later run of the handler, after the work the worker
+ * holds now (has_work sees only what was queued since it took its list)
+ * and whoever waits for vq.mutex.  A worker that is gone runs nothing more:
+ * notifications go back on.
+ */
+static enum vhost_blk_poll vhost_blk_poll_again(struct vhost_virtqueue *vq)
+{
+	if (!vhost_blk_vq_work_queue(vq, &vq->poll.work))
+		return VHOST_BLK_POLL_OFF;
+	return VHOST_BLK_POLL_AGAIN;
+}
+
+/*
  * The ring ran empty after a pass that found @found requests; @sync: some
  * of them run after the pass (FLUSH, DISCARD, WRITE_ZEROES).  What the
  * pass submitted goes to the backend first (@plug): the guest may wait for
@@ -813,7 +828,7 @@ static enum vhost_blk_poll vhost_blk_busy_poll(struct vhost_blk_vq *bvq,
 {
 	struct vhost_virtqueue *vq = &bvq->vq;
 	u32 us = READ_ONCE(vq->busyloop_timeout);
-	u64 now;
+	u64 now, slice_end;
 
 	if (!us)
 		return VHOST_BLK_POLL_OFF;
@@ -824,27 +839,26 @@ static enum vhost_blk_poll vhost_blk_busy_poll(struct vhost_blk_vq *bvq,
 	}
 	if (now >= bvq->poll_end_ns)
 		return VHOST_BLK_POLL_OFF;
-	if (sync) {
-		vhost_poll_queue(&vq->poll);
-		return VHOST_BLK_POLL_AGAIN;
-	}
+	if (sync)
+		return vhost_blk_poll_again(vq);
 	blk_finish_plug(plug);
 	blk_start_plug(plug);
-	while (now < bvq->poll_end_ns) {
+	slice_end = min(bvq->poll_end_ns, now + VHOST_BLK_POLL_SLICE_NS);
+	while (now < slice_end) {
 		if (!vhost_vq_avail_empty(vq->dev, vq)) {
 			bvq->stats.poll_found++;
 			return VHOST_BLK_POLL_FOUND;
 		}
 		if (signal_pending(current))
+			return VHOST_BLK_POLL_OFF;
+		if (need_resched() || vhost_blk_vq_has_work(vq))
 			break;
-		if (need_resched() || vhost_blk_vq_has_work(vq)) {
-			vhost_poll_queue(&vq->poll);
-			return VHOST_BLK_POLL_AGAIN;
-		}
 		cpu_relax();
 		now = local_clock();
 	}
-	return VHOST_BLK_POLL_OFF;
+	if (now >= bvq->poll_end_ns)
+		return VHOST_BLK_POLL_OFF;
+	return vhost_blk_poll_again(vq);
 }
 
 /*

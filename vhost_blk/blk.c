@@ -169,6 +169,7 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	be->regular = !bdev;
 	be->capacity = vhost_blk_backend_size(be);
 	be->direct = file->f_flags & O_DIRECT;
+	be->bio = vhost_blk_bio_usable(be);
 	be->ro = (arg->flags & VHOST_BLK_BACKEND_F_RO) ||
 		 !(file->f_mode & FMODE_WRITE) || !file->f_op->write_iter ||
 		 (bdev && bdev_read_only(bdev));

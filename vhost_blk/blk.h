@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * vhost_blk: internal definitions shared by the device (blk.c), the request
- * path (req.c) and the statistics (stats.c).
+ * path (req.c), direct bios (bio.c) and the statistics (stats.c).
  */
 #ifndef _VHOST_BLK_BLK_H
 #define _VHOST_BLK_BLK_H
 
+#include <linux/bio.h>
 #include <linux/cred.h>
 #include <linux/fs.h>
 #include <linux/hrtimer.h>
@@ -58,7 +59,9 @@
 #define VHOST_BLK_USED_BATCH		64
 /* Busy polling spins this long at a time (then requeues its handler). */
 #define VHOST_BLK_POLL_SLICE_NS		(50 * NSEC_PER_USEC)
-/* Retired requests a queue keeps for its next ones (about 4 KiB each). */
+/* Pages of a request submitted as a bio of its own (bio.c). */
+#define VHOST_BLK_BIO_VECS		16
+/* Retired requests a queue keeps for its next ones (about 4.5 KiB each). */
 #define VHOST_BLK_SPARE_MAX		64
 
 /* Request types, indexes of the statistics counters. */
@@ -86,6 +89,7 @@ struct vhost_blk_qstats {
 	u64 batch_found;	/* ... that found requests */
 	u64 batch_looks;	/* looks that found the guest still queuing */
 	u64 poll_found;		/* busy polls that found a request */
+	u64 bios;		/* reads and writes submitted as bios */
 };
 
 /*
@@ -103,6 +107,7 @@ struct vhost_blk_backend_file {
 	bool direct;
 	bool bdev;
 	bool regular;
+	bool bio;		/* reads and writes may go as bios (bio.c) */
 };
 
 struct vhost_blk;
@@ -213,12 +218,21 @@ struct vhost_blk_req {
 	u8 in_num;
 	/* VIRTIO_BLK_F_FLUSH not negotiated: stable before completion. */
 	bool stable;
+	/* Submitted as bio, whose pages stay pinned until it is retired. */
+	bool bio_pinned;
+	struct bio bio;
+	struct bio_vec bvec[VHOST_BLK_BIO_VECS];
 	struct virtio_blk_discard_write_zeroes seg[VHOST_BLK_MAX_DWZ_SEG];
 	struct iovec iov[VHOST_BLK_IOV_MAX];
 };
 
 extern unsigned int vhost_blk_max_inflight;
 extern unsigned int vhost_blk_batch_delay_us;
+
+/* bio.c */
+bool vhost_blk_bio_usable(struct vhost_blk_backend_file *be);
+bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter);
+void vhost_blk_bio_release(struct vhost_blk_req *req);
 
 /* req.c */
 int vhost_blk_req_init(void);
@@ -230,6 +244,7 @@ void vhost_blk_spare_free(struct vhost_blk_vq *bvq);
 void vhost_blk_batch_init(struct vhost_blk_vq *bvq);
 void vhost_blk_batch_stop(struct vhost_blk_vq *bvq);
 void vhost_blk_poll_init(struct vhost_blk *blk);
+void vhost_blk_rw_end(struct vhost_blk_req *req, long ret);
 
 /* stats.c */
 /*

@@ -89,13 +89,9 @@ static void vhost_blk_req_done(struct vhost_blk_req *req)
 	rcu_read_unlock();
 }
 
-static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
+/* A read or write is done: @ret bytes moved, or an error. */
+void vhost_blk_rw_end(struct vhost_blk_req *req, long ret)
 {
-	struct vhost_blk_req *req = container_of(iocb, struct vhost_blk_req,
-						 iocb);
-
-	if (iocb->ki_flags & IOCB_WRITE && req->be->regular)
-		kiocb_end_write(iocb);
 	if (ret >= 0 && (u64)ret == req->len) {
 		req->status = VIRTIO_BLK_S_OK;
 	} else if (ret < 0) {
@@ -107,6 +103,16 @@ static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 	if (req->op == VHOST_BLK_OP_IN)
 		req->used_len = ret + 1;
 	vhost_blk_req_done(req);
+}
+
+static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
+{
+	struct vhost_blk_req *req = container_of(iocb, struct vhost_blk_req,
+						 iocb);
+
+	if (iocb->ki_flags & IOCB_WRITE && req->be->regular)
+		kiocb_end_write(iocb);
+	vhost_blk_rw_end(req, ret);
 }
 
 static void vhost_blk_submit_rw(struct vhost_blk_req *req,
@@ -137,6 +143,8 @@ static void vhost_blk_submit_rw(struct vhost_blk_req *req,
 		vhost_blk_rw_complete(iocb, ret);
 		return;
 	}
+	if (be->bio && vhost_blk_bio_submit(req, iter))
+		return;
 	/* Direct I/O needs 512-byte aligned buffers; go buffered if not. */
 	if (iocb->ki_flags & IOCB_DIRECT && iov_iter_alignment(iter) & 511)
 		iocb->ki_flags &= ~IOCB_DIRECT;
@@ -484,8 +492,10 @@ static struct vhost_blk_req *vhost_blk_req_alloc(struct vhost_blk_vq *bvq)
 	if (unlikely(!req) && !bvq->inflight)
 		req = kmem_cache_alloc(vhost_blk_req_cache,
 				       GFP_KERNEL | __GFP_NOFAIL);
-	if (req)
+	if (req) {
 		req->bvq = bvq;
+		req->bio_pinned = false;
+	}
 	return req;
 }
 
@@ -1055,6 +1065,8 @@ static void vhost_blk_retire(struct vhost_blk_req *req,
 	struct vhost_virtqueue *vq = &bvq->vq;
 	struct vhost_blk_qstats *st = &bvq->stats;
 
+	if (req->bio_pinned)
+		vhost_blk_bio_release(req);
 	/* The status byte, then the used entry that publishes it. */
 	if (put_user(req->status, req->status_ptr))
 		vq_err(vq, "vhost-blk: cannot write status of chain %u\n",
@@ -1162,6 +1174,8 @@ static void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
 	mutex_lock(&bvq->vq.mutex);
 	list = llist_del_all(&bvq->done);
 	llist_for_each_entry_safe(req, next, list, node) {
+		if (req->bio_pinned)
+			vhost_blk_bio_release(req);
 		bvq->inflight--;
 		vhost_blk_req_free(bvq, req);
 	}

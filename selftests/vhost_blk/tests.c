@@ -650,6 +650,37 @@ static void t_detach(struct vbt_dev *d, struct vbt_mem *m)
 	tap_result(ok, "re-attach after detach: I/O continues on the same rings");
 }
 
+/* A counter of the debugfs stats (@name), summed over all devices so far. */
+static unsigned long long stat_total(const char *name)
+{
+	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
+	unsigned long long n = 0, v;
+	struct dirent *e;
+
+	while (dir && (e = readdir(dir))) {
+		char path[512], line[128];
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/debug/vhost-blk/%s/stats",
+			 e->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			char key[64];
+
+			if (sscanf(line, "%63s %llu", key, &v) == 2 &&
+			    !strcmp(key, name))
+				n += v;
+		}
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return n;
+}
+
 static void t_stats(void)
 {
 	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
@@ -817,8 +848,6 @@ static void t_batching(struct vbt_mem *m)
  * The timeout asked for is above VHOST_BLK_BUSYLOOP_MAX_US (10 ms), which
  * bounds it: 50 ms of idle ends the poll.
  */
-static unsigned long long poll_found_total(void);
-
 static void t_busy_poll(struct vbt_mem *m)
 {
 	struct vbt_opts o = def_opts();
@@ -839,9 +868,9 @@ static void t_busy_poll(struct vbt_mem *m)
 		vbt_dev_close(&d);
 		return;
 	}
-	f0 = poll_found_total();
+	f0 = stat_total("poll_found");
 	polled = busy_reads(&d, m, 200, 1);
-	f1 = poll_found_total();
+	f1 = stat_total("poll_found");
 	tap_result(polled >= 0 && polled <= 20 && f1 - f0 >= 150,
 		   "busy poll: 200 reads one at a time take %ld notifications (at most 20), %llu found by polling (at least 150)",
 		   polled, f1 - f0);
@@ -851,6 +880,132 @@ static void t_busy_poll(struct vbt_mem *m)
 		   "busy poll: after 50 ms idle a read is notified again (%ld notifications, want 1)",
 		   idle);
 	vbt_dev_close(&d);
+}
+
+/*
+ * Direct bios (vhost_blk/bio.c): on a block device opened with O_DIRECT an
+ * aligned read or write of up to 16 pages goes to the device as a bio of
+ * its own; a range with pages in the device's page cache, a buffer not
+ * aligned to the logical block size and a larger request take the file
+ * path, and so does everything with the module parameter direct_bio off.
+ * Other backends never take bios.  Data read back and, through the page
+ * cache, from the device itself.  Sectors from 16384 on: nothing earlier
+ * wrote them.
+ */
+static bool dbio_rw(struct vbt_dev *d, uint32_t type, uint64_t sector,
+		    void *buf, uint32_t len, unsigned long long *bios)
+{
+	unsigned long long b0 = stat_total("bios");
+	struct vbt_io io = { .type = type, .sector = sector, .data = buf,
+			     .len = len };
+	bool ok = vbt_io(d, 0, &io) == 0 &&
+		  io.used_len == (type == VIRTIO_BLK_T_IN ? len + 1 : 1);
+
+	*bios = stat_total("bios") - b0;
+	return ok;
+}
+
+/* Write @len bytes at @sector from @w and read them back into @r. */
+static bool dbio_write_read(struct vbt_dev *d, uint64_t sector, uint8_t *w,
+			    uint8_t *r, uint32_t len, unsigned long long *bios)
+{
+	unsigned long long bw, br;
+	bool ok;
+
+	vbt_fill(w, len, sector);
+	memset(r, 0, len);
+	ok = dbio_rw(d, VIRTIO_BLK_T_OUT, sector, w, len, &bw) &&
+	     dbio_rw(d, VIRTIO_BLK_T_IN, sector, r, len, &br) &&
+	     (cfg.nodata || !memcmp(w, r, len));
+	*bios = bw + br;
+	return ok;
+}
+
+static bool dbio_param(const char *v)
+{
+	int fd = open("/sys/module/vhost_blk/parameters/direct_bio", O_WRONLY);
+	bool ok = fd >= 0 && write(fd, v, 1) == 1;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void t_direct_bio(struct vbt_mem *m)
+{
+	bool bios_expected = cfg.bdev && cfg.direct;
+	struct vbt_opts o = def_opts();
+	unsigned long long n = 0, n2 = 0;
+	uint8_t *w, *r, ref[4096];
+	struct vbt_dev d;
+	bool ok;
+
+	if (open_dev(&d, m, &o)) {
+		tap_result(false, "direct bios: device setup");
+		return;
+	}
+	w = vbt_alloc(m, 256 << 10, 4096);
+	r = vbt_alloc(m, 256 << 10, 4096);
+	ok = dbio_write_read(&d, 16384, w, r, 8192, &n);
+	if (!bios_expected) {
+		tap_result(ok && n == 0,
+			   "direct bios: none on a %s backend (%llu), data read back",
+			   cfg.bdev ? "buffered block device" : "file", n);
+		vbt_dev_close(&d);
+		return;
+	}
+	tap_result(ok && n == 2 && backend_is(w, 8192, 16384 * 512ULL),
+		   "direct bios: an aligned 8 KiB write and read go as bios (%llu of 2), data read back and from the device file",
+		   n);
+
+	/* A page of the range in the device's page cache. */
+	ok = !vbt_backend_pread(ref, sizeof(ref), 16448 * 512ULL);
+	ok = ok && dbio_rw(&d, VIRTIO_BLK_T_IN, 16448, r, 4096, &n) &&
+	     (cfg.nodata || !memcmp(ref, r, 4096));
+	vbt_fill(w, 4096, 16448);
+	ok = ok && dbio_rw(&d, VIRTIO_BLK_T_OUT, 16448, w, 4096, &n2) &&
+	     !vbt_backend_pread(ref, sizeof(ref), 16448 * 512ULL) &&
+	     (cfg.nodata || !memcmp(ref, w, 4096));
+	tap_result(ok && n + n2 == 0,
+		   "direct bios: a range the device's page cache holds takes the file path (%llu bios), which keeps the cache true to the guest's write",
+		   n + n2);
+	ok = dbio_write_read(&d, 16512, w, r, 4096, &n);
+	tap_result(ok && n == 2,
+		   "direct bios: the range next to it still goes as bios (%llu of 2)",
+		   n);
+
+	/* 256 bytes off the logical block size. */
+	ok = dbio_write_read(&d, 16640, w + 256, r + 256, 4096, &n);
+	tap_result(ok && n == 0 && backend_is(w + 256, 4096, 16640 * 512ULL),
+		   "direct bios: a buffer not aligned to the logical block size takes the file path (%llu bios), data read back and from the device file",
+		   n);
+
+	/* 16 pages fit the request's bio, 32 do not. */
+	ok = dbio_write_read(&d, 16768, w, r, 64 << 10, &n);
+	tap_result(ok && n == 2,
+		   "direct bios: 64 KiB (16 pages) go as bios (%llu of 2), data read back",
+		   n);
+	ok = dbio_write_read(&d, 17024, w, r, 128 << 10, &n);
+	tap_result(ok && n == 0 && backend_is(w, 128 << 10, 17024 * 512ULL),
+		   "direct bios: 128 KiB (32 pages) take the file path (%llu bios), data read back and from the device file",
+		   n);
+	vbt_dev_close(&d);
+
+	/* The module parameter, read as a backend is attached. */
+	if (!dbio_param("0")) {
+		tap_skip("direct_bio not writable", "direct bios: off with direct_bio=0");
+		return;
+	}
+	ok = !open_dev(&d, m, &o);
+	if (ok) {
+		w = vbt_alloc(m, 8192, 4096);
+		r = vbt_alloc(m, 8192, 4096);
+		ok = dbio_write_read(&d, 17408, w, r, 8192, &n);
+		vbt_dev_close(&d);
+	}
+	ok = dbio_param("1") && ok;
+	tap_result(ok && n == 0,
+		   "direct bios: none with direct_bio=0 (%llu), data read back", n);
 }
 
 /* Requests and completion batches of all devices so far (debugfs). */
@@ -886,32 +1041,6 @@ static bool batch_totals(unsigned long long *reqs, unsigned long long *batches)
 	return true;
 }
 
-/* Requests the queues of all devices so far found by busy polling. */
-static unsigned long long poll_found_total(void)
-{
-	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
-	unsigned long long n = 0, v;
-	struct dirent *e;
-
-	while (dir && (e = readdir(dir))) {
-		char path[512], line[128];
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/sys/kernel/debug/vhost-blk/%s/stats",
-			 e->d_name);
-		f = fopen(path, "r");
-		while (f && fgets(line, sizeof(line), f))
-			if (sscanf(line, "poll_found %llu", &v) == 1)
-				n += v;
-		if (f)
-			fclose(f);
-	}
-	if (dir)
-		closedir(dir);
-	return n;
-}
 
 /*
  * A slow guest: depth reads in flight, and after each interrupt it sends
@@ -1089,6 +1218,7 @@ void vbt_functional(struct vbt_mem *m)
 	t_mq(m, true);
 	t_batching(m);
 	t_busy_poll(m);
+	t_direct_bio(m);
 	t_batching_slow(m, 0);
 	t_batching_slow(m, 5);
 	t_batching_slow(m, 30);

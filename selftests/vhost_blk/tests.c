@@ -1108,6 +1108,9 @@ static bool batching_throttled(unsigned int depth)
  * as a guest at depth one stopped waiting, and with its notifications on
  * such a guest's requests came one at a time from then on; one that
  * forgot the guest's bursts at an empty pass did so after a 30 ms stall.
+ * Those served 1.0-2.8 reads a batch (and once 10.7: the stalls did not
+ * always catch them); the queue now serves 8-15 on an idle L2 and 5.9 was
+ * seen on a loaded one (its reads 700 us apart), hence at least 4.
  */
 static void t_batching_slow(struct vbt_mem *m, unsigned int stall_ms)
 {
@@ -1148,8 +1151,8 @@ static void t_batching_slow(struct vbt_mem *m, unsigned int stall_ms)
 	}
 	per = b1 > b0 && r1 >= r0 ? (double)(r1 - r0) / (b1 - b0) : 0;
 	if (stalls)
-		tap_result(rc == 0 && per >= 6,
-			   "%s: %.1f of 16 reads %.0f us apart per completion batch after stalls of %u ms, %u us bound (at least 6)",
+		tap_result(rc == 0 && per >= 4,
+			   "%s: %.1f of 16 reads %.0f us apart per completion batch after stalls of %u ms, %u us bound (at least 4)",
 			   what, per, g.gap_seen, g.stall_us / 1000, us);
 	else
 		tap_result(rc == 0 && per >= 2,

@@ -305,8 +305,10 @@ l3_row() {
 	exec 8<>$ack
 	# The guest's output reaches ours through follow_l3; $f.out keeps
 	# l3run's and vmrun's own messages.
-	# debug-threads: QEMU names its vCPU threads "CPU i/KVM" (pin_l3)
-	"${pinned[@]}" l3run -t 1800 -m $l3mem -c $l3cpus $f.sh -name "l3-$n,debug-threads=on" \
+	# debug-threads: QEMU names its vCPU threads "CPU i/KVM" (pin_l3);
+	# -s 0: no heartbeat in the guest or watcher in L2 while they are
+	# counted (the ack port is ttyS2; stall_guard watches for a stop)
+	"${pinned[@]}" l3run -t 1800 -s 0 -m $l3mem -c $l3cpus $f.sh -name "l3-$n,debug-threads=on" \
 		-chardev file,id=ack,path=/dev/null,input-path=$ack -device isa-serial,chardev=ack,index=2 "$@" \
 		>/dev/null 2>$f.out &
 	local lpid=$!

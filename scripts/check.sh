@@ -85,7 +85,7 @@ build_quiet() { # rel tree-dir [C=2]
 }
 
 harness_selftests() { # kernel rel
-	local k=$1 rel=$2 rc spid
+	local k=$1 rel=$2 rc spid tpid
 	echo 'echo about to fail; exit 3' >"$out/h-fail.sh"
 	echo 'insmod /root/harness_warn.ko; echo loaded; exit 0' >"$out/h-warn.sh"
 	echo 'echo hanging; while :; do sleep 1; done' >"$out/h-hang.sh"
@@ -110,6 +110,18 @@ harness_selftests() { # kernel rel
 		sleep 0.5
 	done
 	kill_vm "harness-stop-$rel" STOP
+	# The same with a heartbeat (as l3run gives L3 guests): killed once it
+	# has been silent for 15 s, long before its limit.
+	echo 'echo stalling; while :; do sleep 1; done' >"$out/h-stall.sh"
+	scripts/vm.sh --kernel "$rel" --name "harness-stall-$rel" --timeout 240 --stall 15 \
+		"$out/h-stall.sh" >"$out/h-stall-$rel.log" 2>&1 &
+	tpid=$!
+	for _ in $(seq 1 100); do
+		grep -q '^stalling' "$out/h-stall-$rel.log" &&
+			[ -s "$BUILD/vm/harness-stall-$rel/alive.log" ] && break
+		sleep 0.5
+	done
+	kill_vm "harness-stall-$rel" STOP
 	scripts/vm.sh --kernel "$rel" --name "harness-hang-$rel" --timeout 60 "$out/h-hang.sh" \
 		>"$out/h-hang-$rel.log" 2>&1; rc=$?
 	[ $rc = 124 ] && [ -s "$BUILD/vm/harness-hang-$rel/console.log" ] &&
@@ -123,6 +135,10 @@ harness_selftests() { # kernel rel
 	[ $rc = 124 ] && grep -q '^vmrun: the guest had stopped running' "$out/h-stop-$rel.log" &&
 		result ok "[$k] harness: a VM that stops running is killed at the timeout and said to have stopped" ||
 		result "not ok" "[$k] harness: a VM that stops running is killed at the timeout and said to have stopped (got $rc, want 124)"
+	wait $tpid; rc=$?
+	[ $rc = 124 ] && grep -q '^vmrun: the guest had stopped running: no heartbeat for' "$out/h-stall-$rel.log" &&
+		result ok "[$k] harness: a VM whose heartbeat stops is killed before its limit and said to have stopped ($(grep -o 'no heartbeat for [0-9]* s, killed [0-9]* s into its [0-9]*s limit' "$out/h-stall-$rel.log"))" ||
+		result "not ok" "[$k] harness: a VM whose heartbeat stops is killed before its limit and said to have stopped (got $rc, want 124)"
 	# A CPU that runs no task while an L3 guest's QEMU runs: here a
 	# real-time busy loop bound to CPU 1, named as QEMU is, with RT
 	# throttling off (and on 6.12 the fair server of CPU 1 too, set while

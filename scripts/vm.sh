@@ -3,7 +3,7 @@
 # vm.sh: run a script as root in a test VM (L2) booted on a test kernel (one
 # unpacked by make deps in build/kernels, see scripts/deps.sh).
 #
-# usage: scripts/vm.sh [--kernel 6.1|6.12|REL] [--timeout SEC] [--mem 4G] [--smp 2]
+# usage: scripts/vm.sh [--kernel 6.1|6.12|REL] [--timeout SEC] [--stall SEC] [--mem 4G] [--smp 2]
 #                      [--name NAME] [--file SRC[:DST]]... [--bin NAME|PATH]...
 #                      [--qemu-arg ARG]... [--accel kvm|tcg] [--plugin SO[,ARGS]]
 #                      [--print-accel] SCRIPT [ARGS...]
@@ -15,12 +15,13 @@
 # timeout (exit 124); Oops/BUG/WARNING/KASAN/lockdep/hung-task lines in the kernel log
 # fail the run (exit 126). Logs: build/vm/NAME/{console.log,output.log,l3-console.log}.
 # --plugin loads a TCG plugin into the L2 QEMU when it runs on TCG (make bench's
-# cost counts, tools/cost-plugin); --print-accel builds the images, prints the
+# cost counts, tools/cost-plugin); --stall SEC kills a VM whose heartbeat has
+# stopped for SEC seconds (scripts/vm/vmrun); --print-accel builds the images, prints the
 # accelerator a VM would get (kvm or tcg) and exits.
 #
 # Inside L2: the project's modules in /lib/modules/REL/extra (modprobe vhost_blk,
 # modprobe virtio_blk_bio), /src/selftests, the tools in /usr/bin, and
-#   l3run [-t SEC] [-m MEM] [-c CPUS] SCRIPT [QEMU_ARGS...]
+#   l3run [-t SEC] [-s SEC] [-m MEM] [-c CPUS] SCRIPT [QEMU_ARGS...]
 # which boots an L3 guest (nested KVM, same kernel) running SCRIPT.
 #
 # It builds from the checkout it lives in, into that checkout's build/. Several
@@ -28,12 +29,13 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-kernel=6.1 timeout=600 mem=4G smp=2 name= accel= plugin= print_accel=0
+kernel=6.1 timeout=600 stall=0 mem=4G smp=2 name= accel= plugin= print_accel=0
 files=() bins=() qargs=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
+	--stall) stall=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--smp) smp=$2; shift 2 ;;
 	--name) name=$2; shift 2 ;;
@@ -181,6 +183,6 @@ if [ -n "$plugin" ] && [ "$accel" = tcg ]; then
 fi
 
 : >"$vmdir/l3-console.log"
-exec "$vmtools/vmrun" --accel "$accel" --timeout "$timeout" --mem "$mem" --smp "$smp" \
+exec "$vmtools/vmrun" --accel "$accel" --timeout "$timeout" --stall "$stall" --mem "$mem" --smp "$smp" \
 	--kernel "$kimage" --initrd "$img" --dir "$vmdir" \
 	"$script" "$@" -- -serial "file:$vmdir/l3-console.log" "${qargs[@]}"

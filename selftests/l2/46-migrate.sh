@@ -66,9 +66,10 @@ start_qemu() {
 	local k=$1 br=$2 prev cur i
 	shift 2
 	prev=$(ls -d /tmp/l3run.* 2>/dev/null | sort -t. -k2 -n | tail -n 1)
+	# (-s 0: a source QEMU keeps its guest paused after the switch-over.)
 	# -svm: no nested state to move (6.12's KVM in L2 refuses to load the
 	# one it saved: "Failed to set nested state").
-	l3run -t 1500 -m 512M $D/guest.sh -cpu host,-svm \
+	l3run -t 1500 -s 0 -m 512M $D/guest.sh -cpu host,-svm \
 		-object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
 		-chardev socket,id=c0,path=$D/$br.sock \
 		-device vhost-user-blk-pci,chardev=c0,num-queues=2,id=vdisk \

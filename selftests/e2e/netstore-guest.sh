@@ -6,11 +6,12 @@
 # another network namespace. BOUND is the most seconds any I/O may take to
 # end, completed or failed, while the network or the server is down.
 #
-# 1. Per guest path (virtio_blk_bio use_bio=0, then 1), on every disk: fio
-#    random writes of mixed sizes with verify=crc32c on a region of the
-#    path's own, and mkfs, a file workload with fsync, fsck (on the first
-#    48 MiB).
-# 2. With use_bio=1 loaded, on every disk:
+# 1. With virtio_blk_bio use_bio=0 (the request path), on every disk: fio
+#    random writes of mixed sizes with verify=crc32c, and mkfs, a file
+#    workload with fsync, fsck (on the first 48 MiB). Once, not per path:
+#    the network storage is vhost_blk's backend, the paths differ in the
+#    guest (40-e2e runs this on both), and each pass costs minutes here.
+# 2. With use_bio=1 loaded (the bio path), on every disk:
 #    - F: 16 MiB written and flushed (fio end_fsync); L2 reads it back
 #      through new connections after everything below.
 #    - short cut: writes across a 4 s link cut ("NETSTORE-CUT short"),
@@ -145,15 +146,14 @@ for path in 0 1; do
 		nok "the disks appear (${serials[*]})"
 		break
 	fi
+	[ $path = 0 ] || break
 	for s in "${serials[@]}"; do
 		check "$s: mkfs, file workload with fsync, fsck clean" fs_work "${dev[$s]}"
 		check "$s: fio randwrite mixed sizes, 2 jobs, verify=crc32c" \
-			fio_raw "${dev[$s]}" $((64 + path * 16))m
+			fio_raw "${dev[$s]}" 64m
 	done
-	if [ $path = 0 ]; then
-		rmmod virtio_blk_bio || nok "rmmod virtio_blk_bio"
-		dev=()
-	fi
+	rmmod virtio_blk_bio || nok "rmmod virtio_blk_bio"
+	dev=()
 done
 [ ${#dev[@]} = $n ] || { echo "NETSTORE-DONE"; exit 1; }
 

@@ -84,6 +84,22 @@ build_quiet() { # rel tree-dir [C=2]
 		VHOST_BLK_FAULT_INJECTION=y "$@" modules
 }
 
+# start_stopped NAME LOG VM.SH-OPTION...: in the background, a VM on $rel whose
+# script idles, its QEMU stopped (SIGSTOP) once the script runs and, with
+# --stall, its heartbeat has begun.
+start_stopped() {
+	local name=$1 log=$2 beat=
+	shift 2
+	case " $* " in *" --stall "*) beat=$BUILD/vm/$name/alive.log ;; esac
+	echo 'echo idling; while :; do sleep 1; done' >"$out/$name.sh"
+	scripts/vm.sh --kernel "$rel" --name "$name" "$@" "$out/$name.sh" >"$log" 2>&1 &
+	for _ in $(seq 1 100); do
+		grep -q '^idling' "$log" && { [ -z "$beat" ] || [ -s "$beat" ]; } && break
+		sleep 0.5
+	done
+	kill_vm "$name" STOP
+}
+
 harness_selftests() { # kernel rel
 	local k=$1 rel=$2 rc spid tpid
 	echo 'echo about to fail; exit 3' >"$out/h-fail.sh"
@@ -100,28 +116,13 @@ harness_selftests() { # kernel rel
 		result "not ok" "[$k] harness: a kernel WARN fails a run whose script exited 0 (got $rc, want 126)"
 	# Two VMs killed at their limit: one hangs but runs (its watchdog reports
 	# the blocked tasks), one stops running (its QEMU is stopped once the
-	# script has started): vmrun must tell which. They run side by side.
-	echo 'echo stopping; while :; do sleep 1; done' >"$out/h-stop.sh"
-	scripts/vm.sh --kernel "$rel" --name "harness-stop-$rel" --timeout 60 "$out/h-stop.sh" \
-		>"$out/h-stop-$rel.log" 2>&1 &
+	# script has started): vmrun must tell which. A third stops as well but
+	# has a heartbeat (as l3run gives L3 guests): killed once it has been
+	# silent for 15 s, long before its limit. They run side by side.
+	start_stopped "harness-stop-$rel" "$out/h-stop-$rel.log" --timeout 60
 	spid=$!
-	for _ in $(seq 1 100); do
-		grep -q '^stopping' "$out/h-stop-$rel.log" && break
-		sleep 0.5
-	done
-	kill_vm "harness-stop-$rel" STOP
-	# The same with a heartbeat (as l3run gives L3 guests): killed once it
-	# has been silent for 15 s, long before its limit.
-	echo 'echo stalling; while :; do sleep 1; done' >"$out/h-stall.sh"
-	scripts/vm.sh --kernel "$rel" --name "harness-stall-$rel" --timeout 240 --stall 15 \
-		"$out/h-stall.sh" >"$out/h-stall-$rel.log" 2>&1 &
+	start_stopped "harness-stall-$rel" "$out/h-stall-$rel.log" --timeout 240 --stall 15
 	tpid=$!
-	for _ in $(seq 1 100); do
-		grep -q '^stalling' "$out/h-stall-$rel.log" &&
-			[ -s "$BUILD/vm/harness-stall-$rel/alive.log" ] && break
-		sleep 0.5
-	done
-	kill_vm "harness-stall-$rel" STOP
 	scripts/vm.sh --kernel "$rel" --name "harness-hang-$rel" --timeout 60 "$out/h-hang.sh" \
 		>"$out/h-hang-$rel.log" 2>&1; rc=$?
 	[ $rc = 124 ] && [ -s "$BUILD/vm/harness-hang-$rel/console.log" ] &&

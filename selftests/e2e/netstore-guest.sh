@@ -139,25 +139,23 @@ report() { # TAG PHASE N
 }
 
 n=${#serials[@]}
-round=0
-for path in 0 1; do
-	P="use_bio=$path: "
-	if ! modprobe virtio_blk_bio use_bio=$path || ! find_disks; then
-		nok "the disks appear (${serials[*]})"
-		break
-	fi
-	[ $path = 0 ] || break
-	for s in "${serials[@]}"; do
-		check "$s: mkfs, file workload with fsync, fsck clean" fs_work "${dev[$s]}"
-		check "$s: fio randwrite mixed sizes, 2 jobs, verify=crc32c" \
-			fio_raw "${dev[$s]}" 64m
-	done
-	rmmod virtio_blk_bio || nok "rmmod virtio_blk_bio"
-	dev=()
+# load PATH: virtio_blk_bio with use_bio=PATH, and its disks found.
+load() {
+	P="use_bio=$1: "
+	modprobe virtio_blk_bio use_bio=$1 && find_disks && return 0
+	nok "the disks appear (${serials[*]})"
+	return 1
+}
+load 0 || { echo "NETSTORE-DONE"; exit 1; }
+for s in "${serials[@]}"; do
+	check "$s: mkfs, file workload with fsync, fsck clean" fs_work "${dev[$s]}"
+	check "$s: fio randwrite mixed sizes, 2 jobs, verify=crc32c" \
+		fio_raw "${dev[$s]}" 64m
 done
-[ ${#dev[@]} = $n ] || { echo "NETSTORE-DONE"; exit 1; }
+rmmod virtio_blk_bio || nok "rmmod virtio_blk_bio"
+dev=()
+load 1 && [ ${#dev[@]} = $n ] || { echo "NETSTORE-DONE"; exit 1; }
 
-P="use_bio=1: "
 errs0=$(io_errors)
 for s in "${serials[@]}"; do
 	check "$s: 16 MiB written, verified and flushed before the failures" \

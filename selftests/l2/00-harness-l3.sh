@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # The nested level of the harness: l3run boots an L3 guest with KVM inside L2,
 # propagates its script's output and exit status, gives it a heartbeat, and
-# reports a kernel WARN in L3 as a failure even when the script exits 0. The passing run also shows the
-# nested path carries I/O: a short fio verify=crc32c job on a stock virtio-blk
-# disk (QEMU's virtio-blk-pci, the stock virtio_blk driver in L3).
+# reports a kernel WARN in L3 as a failure even when the script exits 0. The
+# passing run also shows the nested path carries I/O: a short fio
+# verify=crc32c job on a stock virtio-blk disk (QEMU's virtio-blk-pci, the
+# stock virtio_blk driver in L3).
 truncate -s 256M /tmp/nested-disk.img
 cat >/tmp/l3-pass.sh <<'X'
 echo "l3-marker $(uname -r)"
@@ -35,8 +36,8 @@ if echo "$out" | grep -q "l3-marker $(uname -r)"; then
 else
 	echo "not ok - l3run boots an L3 guest with nested KVM and returns its output (rc=$rc)"
 fi
-# Its heartbeat (l3run -s, on by default): the beats a stopped guest's
-# would miss (the kill itself: make check's harness tests, on L2).
+# Its heartbeat (l3run -s, on by default) reached L2. (A guest killed when
+# its beat stops: make check's harness tests, with an L2 guest.)
 dir=$(ls -d /tmp/l3run.* 2>/dev/null | sort -t. -k2 -n | tail -n 1)
 beats=$(grep -c '^@@ALIVE ' "$dir/alive.log" 2>/dev/null)
 [ "${beats:-0}" -ge 1 ] && echo "ok - the L3 guest beats on its own port ($beats in $dir/alive.log)" ||

@@ -990,34 +990,9 @@ static void t_direct_bio(struct vbt_mem *m)
 /* Requests and completion batches of all devices so far (debugfs). */
 static bool batch_totals(unsigned long long *reqs, unsigned long long *batches)
 {
-	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
-	struct dirent *e;
-
-	*reqs = *batches = 0;
-	if (!dir)
-		return false;
-	while ((e = readdir(dir))) {
-		char path[512], line[128];
-		unsigned long long v;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/sys/kernel/debug/vhost-blk/%s/stats",
-			 e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f)) {
-			if (sscanf(line, "reqs %llu", &v) == 1)
-				*reqs += v;
-			else if (sscanf(line, "batches %llu", &v) == 1)
-				*batches += v;
-		}
-		fclose(f);
-	}
-	closedir(dir);
-	return true;
+	*reqs = stat_total("reqs");
+	*batches = stat_total("batches");
+	return !access("/sys/kernel/debug/vhost-blk", F_OK);
 }
 
 

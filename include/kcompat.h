@@ -10,6 +10,8 @@
 
 /* ---- vhost_blk: vhost core shims (owner: vhost_blk) ---- */
 #ifdef KCOMPAT_VHOST_BLK
+#include <linux/blk_types.h>
+#include <linux/fs.h>
 #include <linux/vhost.h>
 #include "vhost.h"
 
@@ -72,6 +74,23 @@ static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
 					  void __user *argp)
 {
 	return -ENOIOCTLCMD;
+}
+#endif
+
+/*
+ * Bios carry the inode's write hint again since 6.9, which moved the hints
+ * to a header of their own (<linux/rw_hint.h>, included by blk_types.h).
+ */
+#ifdef _LINUX_RW_HINT_H
+static inline void vhost_blk_bio_write_hint(struct bio *bio,
+					    struct inode *inode)
+{
+	bio->bi_write_hint = inode->i_write_hint;
+}
+#else
+static inline void vhost_blk_bio_write_hint(struct bio *bio,
+					    struct inode *inode)
+{
 }
 #endif
 #endif /* KCOMPAT_VHOST_BLK */

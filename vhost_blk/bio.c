@@ -13,7 +13,8 @@
  * logical block size, buffers aligned as the device wants them, at most
  * VHOST_BLK_BIO_VECS pages, and for a write a device neither read-only
  * nor a swap device now; anything else falls back to the file path, which
- * answers as it does, before a bio is submitted.  The guest's pages stay
+ * answers as it does, before a bio is submitted.  The I/O accounting, the
+ * write hint and the file times are the file path's too.  The guest's pages stay
  * pinned until the queue's worker retires the request, which marks a
  * read's pages dirty there (that may sleep; a bio completes in interrupt
  * context).
@@ -22,6 +23,7 @@
 #include <linux/blkdev.h>
 #include <linux/module.h>
 #include <linux/pagemap.h>
+#include <linux/task_io_accounting_ops.h>
 
 #include "blk.h"
 
@@ -74,6 +76,9 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 		/* The file path refuses these, each time. */
 		if (bdev_read_only(bdev) || IS_SWAPFILE(mapping->host))
 			return false;
+		/* The file path dates the write first, and fails as this did. */
+		if (file_update_time(req->be->file))
+			return false;
 		/* As the file path writes with O_DIRECT (and O_DSYNC). */
 		opf = REQ_OP_WRITE | REQ_SYNC | REQ_IDLE;
 		if (iocb_is_dsync(&req->iocb))
@@ -91,6 +96,17 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 	}
 	req->bio_pinned = true;
 	req->bvq->stats.bios++;
+	/*
+	 * What else the file path does: a write is charged to the worker here
+	 * (submit_bio() charges reads) and carries the inode's write hint; a
+	 * read updates the access time.
+	 */
+	if (req->op == VHOST_BLK_OP_OUT) {
+		vhost_blk_bio_write_hint(bio, file_inode(req->be->file));
+		task_io_account_write(req->len);
+	} else {
+		file_accessed(req->be->file);
+	}
 	submit_bio(bio);
 	return true;
 }

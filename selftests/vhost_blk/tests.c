@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 #include "vbt.h"
 
@@ -900,6 +902,63 @@ static bool dbio_write_read(struct vbt_dev *d, uint64_t sector, uint8_t *w,
 	return ok;
 }
 
+/*
+ * Storage bytes read and written (/proc/PID/io) by the tasks that do this
+ * process's devices' I/O: its own thread group (6.12's vhost workers are
+ * threads of their owner) and a kthread named vhost-PID (6.1's worker).
+ */
+static bool io_acct_add(const char *dir, unsigned long long *rd,
+			unsigned long long *wr)
+{
+	char path[288], line[128];
+	unsigned long long v;
+	int seen = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/io", dir);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "read_bytes: %llu", &v) == 1)
+			*rd += v, seen++;
+		else if (sscanf(line, "write_bytes: %llu", &v) == 1)
+			*wr += v, seen++;
+	}
+	if (f)
+		fclose(f);
+	return seen == 2;
+}
+
+static bool io_acct(unsigned long long *rd, unsigned long long *wr)
+{
+	DIR *dir = opendir("/proc");
+	char want[32], path[288], comm[64];
+	struct dirent *e;
+	bool ok;
+
+	*rd = *wr = 0;
+	ok = io_acct_add("/proc/self", rd, wr);
+	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
+	while (ok && dir && (e = readdir(dir))) {
+		FILE *f;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+		    atoi(e->d_name) == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want)) {
+			snprintf(path, sizeof(path), "/proc/%s", e->d_name);
+			ok = io_acct_add(path, rd, wr);
+		}
+		fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return ok && dir;
+}
+
 static bool dbio_param(const char *v)
 {
 	int fd = open("/sys/module/vhost_blk/parameters/direct_bio", O_WRONLY);
@@ -914,8 +973,13 @@ static void t_direct_bio(struct vbt_mem *m)
 {
 	bool bios_expected = cfg.bdev && cfg.direct;
 	struct vbt_opts o = def_opts();
-	unsigned long long n = 0, n2 = 0;
+	unsigned long long n = 0, n2 = 0, rd0, wr0, rd, wr;
+	struct timespec old_times[2] = {
+		{ .tv_sec = time(NULL) - 3 * 86400 },
+		{ .tv_sec = time(NULL) - 3 * 86400 },
+	};
 	uint8_t *w, *r, ref[4096];
+	struct stat st;
 	struct vbt_dev d;
 	bool ok;
 
@@ -936,6 +1000,28 @@ static void t_direct_bio(struct vbt_mem *m)
 	tap_result(ok && n == 2 && backend_is(w, 8192, 16384 * 512ULL),
 		   "direct bios: an aligned 8 KiB write and read go as bios (%llu of 2), data read back and from the device file",
 		   n);
+
+	/*
+	 * Charged to the worker, and dating the device node, as the file
+	 * path does: both times set three days back first (relatime updates
+	 * an access time older than a day).
+	 */
+	ok = io_acct(&rd0, &wr0) &&
+	     !utimensat(AT_FDCWD, cfg.path, old_times, 0);
+	vbt_fill(w, 16384, 16400);
+	ok = ok && dbio_rw(&d, VIRTIO_BLK_T_OUT, 16400, w, 16384, &n) &&
+	     dbio_rw(&d, VIRTIO_BLK_T_IN, 16400, r, 16384, &n2) &&
+	     io_acct(&rd, &wr) && (cfg.nodata || !memcmp(w, r, 16384)) &&
+	     !stat(cfg.path, &st);
+	tap_result(ok && n == 1 && n2 == 1 && wr - wr0 >= 16384 &&
+		   rd - rd0 >= 16384,
+		   "direct bios: the worker's I/O accounting has a 16 KiB write and read, data read back (write_bytes +%llu, read_bytes +%llu)",
+		   ok ? wr - wr0 : 0, ok ? rd - rd0 : 0);
+	tap_result(ok && st.st_mtime > old_times[1].tv_sec &&
+		   st.st_atime > old_times[0].tv_sec,
+		   "direct bios: the write updates %s's modification time and the read its access time (%+lld s, %+lld s)",
+		   cfg.path, ok ? (long long)(st.st_mtime - old_times[1].tv_sec) : 0LL,
+		   ok ? (long long)(st.st_atime - old_times[0].tv_sec) : 0LL);
 
 	/* A page of the range in the device's page cache. */
 	ok = !vbt_backend_pread(ref, sizeof(ref), 16448 * 512ULL);

@@ -88,7 +88,7 @@ struct vhost_blk_qstats {
 	u64 batch_waits;	/* delayed looks at the ring (batch_delay_us) */
 	u64 batch_found;	/* ... that found requests */
 	u64 batch_looks;	/* looks that found the guest still queuing */
-	u64 poll_found;		/* busy polls that found a request */
+	u64 poll_found;		/* requests found by busy polling */
 	u64 bios;		/* reads and writes submitted as bios */
 };
 
@@ -151,6 +151,7 @@ struct vhost_blk_vq {
 	struct hrtimer batch_timer;
 	/* Busy polling goes on until then (local_clock()); under vq.mutex. */
 	u64 poll_end_ns;
+	bool poll_resumed;	/* this pass goes on with a spin that gave way */
 	u16 index;
 	struct vhost_blk_qstats stats;
 };

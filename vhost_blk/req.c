@@ -816,13 +816,16 @@ enum vhost_blk_poll {
 /*
  * Go on polling in a later run of the handler, after the work the worker
  * holds now (has_work sees only what was queued since it took its list)
- * and whoever waits for vq.mutex.  A worker that is gone runs nothing more:
- * notifications go back on.
+ * and whoever waits for vq.mutex.  A request that run finds first was
+ * found by polling too: the guest sent it while the spin gave way (always,
+ * when the guest's vCPU shares the worker's CPU).  A worker that is gone
+ * runs nothing more: notifications go back on.
  */
-static enum vhost_blk_poll vhost_blk_poll_again(struct vhost_virtqueue *vq)
+static enum vhost_blk_poll vhost_blk_poll_again(struct vhost_blk_vq *bvq)
 {
-	if (!vhost_blk_vq_work_queue(vq, &vq->poll.work))
+	if (!vhost_blk_vq_work_queue(&bvq->vq, &bvq->vq.poll.work))
 		return VHOST_BLK_POLL_OFF;
+	bvq->poll_resumed = true;
 	return VHOST_BLK_POLL_AGAIN;
 }
 
@@ -850,7 +853,7 @@ static enum vhost_blk_poll vhost_blk_busy_poll(struct vhost_blk_vq *bvq,
 	if (now >= bvq->poll_end_ns)
 		return VHOST_BLK_POLL_OFF;
 	if (sync)
-		return vhost_blk_poll_again(vq);
+		return vhost_blk_poll_again(bvq);
 	blk_finish_plug(plug);
 	blk_start_plug(plug);
 	slice_end = min(bvq->poll_end_ns, now + VHOST_BLK_POLL_SLICE_NS);
@@ -868,7 +871,7 @@ static enum vhost_blk_poll vhost_blk_busy_poll(struct vhost_blk_vq *bvq,
 	}
 	if (now >= bvq->poll_end_ns)
 		return VHOST_BLK_POLL_OFF;
-	return vhost_blk_poll_again(vq);
+	return vhost_blk_poll_again(bvq);
 }
 
 /*
@@ -892,11 +895,13 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 	struct blk_plug plug;
 	bool refused = false;
 	size_t total = 0;
-	bool stable;
+	bool stable, resumed;
 	int reqs = 0, found = 0;
 	int head;
 
 	mutex_lock(&vq->mutex);
+	resumed = bvq->poll_resumed;
+	bvq->poll_resumed = false;
 	be = bvq->be;
 	if (!be || !vhost_blk_vq_activate(bvq)) {
 		mutex_unlock(&vq->mutex);
@@ -938,6 +943,8 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			break;
 		}
 		if (head == vq->num) {
+			/* A spin from here counts its own finds. */
+			resumed = false;
 			if (bvq->batching && found)
 				bvq->stats.batch_found++;
 			if (vhost_blk_batch_wait(bvq, found))
@@ -965,6 +972,8 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			refused = true;
 			continue;
 		}
+		if (unlikely(resumed) && !found)
+			bvq->stats.poll_found++;
 		req->head = head;
 		req->in_first = out;
 		req->in_num = in;

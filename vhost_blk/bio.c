@@ -14,10 +14,10 @@
  * VHOST_BLK_BIO_VECS pages, and for a write a device neither read-only
  * nor a swap device now; anything else falls back to the file path, which
  * answers as it does, before a bio is submitted.  The I/O accounting, the
- * write hint and the file times are the file path's too.  The guest's pages stay
- * pinned until the queue's worker retires the request, which marks a
- * read's pages dirty there (that may sleep; a bio completes in interrupt
- * context).
+ * write hint and the file times are the file path's too.  The guest's
+ * pages stay pinned until the queue's worker retires the request, which
+ * marks a read's pages dirty there (that may sleep; a bio completes in
+ * interrupt context).
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>

@@ -828,13 +828,11 @@ static void t_batching(struct vbt_mem *m)
  * next request within the timeout needs no notification for it, and a
  * queue left idle longer than the timeout turns notifications back on.
  * The timeout asked for is above VHOST_BLK_BUSYLOOP_MAX_US (10 ms), which
- * bounds it: 50 ms of idle ends the poll.
- */
-/*
- * @shared: the test, and so on 6.12 its worker (a thread of its owner,
- * which inherits its CPUs), on one CPU.  Then the spin never sees the next
- * read: it gives way to the test, which sends it, and the pass it gave way
- * to finds it; that is found by polling too.
+ * bounds it: 50 ms of idle ends the poll.  @shared: the test, and so on
+ * 6.12 its worker (a thread of its owner, which inherits its CPUs), on one
+ * CPU.  Then the spin never sees the next read: it gives way to the test,
+ * which sends it, and the pass it gave way to finds it; that is found by
+ * polling too.
  */
 static void busy_poll_run(struct vbt_mem *m, bool shared)
 {

@@ -242,16 +242,31 @@ pinned=()
 [ "$PIN" = 1 ] && pinned=(taskset -c "$PIN_CPU")
 
 # pin_l3 N: once the guest of l3run.N has printed (its QEMU's threads and
-# devices are set up; no window is open yet), put its vCPU i ("CPU i/KVM")
-# on CPU i mod l2cpus, and vhost_blk's workers on PIN_CPU: on 6.1 they are
-# kernel threads "vhost-PID" that do not inherit the bridge's mask. Gives
-# up after 120 s.
+# devices are set up; no window is open yet; gives up after 120 s), pins its
+# threads (pin_l3_threads). With PROFILE=1, then prints the executable
+# mappings of L2's processes, "@@UMAP PID COMM MAPPING@@" (/proc/PID/maps),
+# so that bench-profile.py tells L2's user space apart by file.
 pin_l3() {
-	local n=$1 p q= t c i args tries=0 done= k=0
-	[ "$PIN" = 1 ] || return 0
+	local n=$1 p c m tries=0
+	[ "$PIN" = 1 ] || [ "${PROFILE:-0}" = 1 ] || return 0
 	while [ ! -s /tmp/l3run.$n/output.log ] && [ $tries -lt 1200 ]; do
 		sleep 0.1; tries=$((tries + 1))
 	done
+	[ "$PIN" = 1 ] && pin_l3_threads "$n"
+	[ "${PROFILE:-0}" = 1 ] || return 0
+	for p in /proc/[0-9]*; do
+		read -r c <"$p/comm" 2>/dev/null || continue
+		while read -r m; do
+			case $m in *" r-xp "*) echo "@@UMAP ${p#/proc/} $c $m@@" ;; esac
+		done <"$p/maps" 2>/dev/null
+	done
+}
+
+# pin_l3_threads N: the vCPU i ("CPU i/KVM") of l3run.N's QEMU on CPU i mod
+# l2cpus, and vhost_blk's workers on PIN_CPU: on 6.1 they are kernel
+# threads "vhost-PID" that do not inherit the bridge's mask.
+pin_l3_threads() {
+	local n=$1 p q= t c i args done= k=0
 	for p in /proc/[0-9]*; do
 		mapfile -d '' args <"$p/cmdline" 2>/dev/null || continue
 		case " ${args[*]} " in *" /tmp/l3run.$n/initrd.img "*)

@@ -9,7 +9,10 @@ insns" for every block run in window id, level 2 or 3), the "@@WIN ID ROW
 WORKLOAD REP@@" lines that name each window, the "@@KSYMS LEVEL RELEASE
 _TEXT@@" and "@@KMOD LEVEL ADDRESS NAME [MODULE]@@" lines each L2 boot and
 each L3 guest printed (bench/workloads.sh --ksyms: where its kernel text
-and its modules' functions lie), the "@@KSYM ADDRESS NAME@@" dump of the
+and its modules' functions lie), the "@@UMAP PID COMM MAPPING@@" lines L2
+printed once each L3 guest was up (bench/l2-bench.sh: the executable
+mappings of L2's processes, so that L2's user space is told apart by
+file), the "@@KSYM ADDRESS NAME@@" dump of the
 kernel's functions an L2 boot printed (an L3 guest runs the same kernel:
 moved by the difference of the two _text; a real System.map in
 build/kernels does too; --ksyms FILE takes the dump from another log),
@@ -32,6 +35,45 @@ import sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_TOP = 0x8000000000000000
+
+
+class UserMaps:
+    """The executable mappings of L2's processes, from the dumps of one L2
+    boot up to a time: an address in L2's user space -> "[user: FILE]".
+    The file, not the process: TCG shares a translated block among the
+    address spaces that map its page, and the plugin names it by the
+    address it was first translated at, perhaps in another process (a
+    shell's libc.so.6 for QEMU's calls into it) or in one that has exited
+    since (the QEMU of an earlier L3 guest). So older dumps count too; the
+    newest that holds an address names it."""
+
+    def __init__(self, dumps):
+        self.dumps = []
+        for maps in reversed(dumps):
+            maps = sorted(maps)
+            self.dumps.append(([m[0] for m in maps], maps))
+
+    def name(self, addr):
+        for starts, maps in self.dumps:
+            i = bisect.bisect_right(starts, addr) - 1
+            if i >= 0 and addr < maps[i][1]:
+                return maps[i][2]
+        return "[user]"
+
+
+def umap_entry(line):
+    """(start, end, name) of an "@@UMAP PID COMM START-END PERMS OFFSET DEV
+    INODE [PATH]@@" line, or None."""
+    x = line.strip().strip("@").split()
+    if len(x) < 8 or x[0] != "UMAP" or "-" not in x[3]:
+        return None
+    lo, _, hi = x[3].partition("-")
+    path = x[8].strip("[]") if len(x) > 8 else "anonymous"
+    try:
+        return (int(lo, 16), int(hi, 16),
+                "[user: %s]" % os.path.basename(path))
+    except ValueError:
+        return None
 
 
 class Symbols:
@@ -167,8 +209,9 @@ def counted_windows(d):
 
 def read_pass(d, kernels):
     """The windows of one pass directory: key (backend, row, wl, rep) ->
-    (boot, {level: {addr: insns}}, {level: Symbols}). kernels: the kernel
-    tables by release, added to from the logs' dumps."""
+    (boot, {level: {addr: insns}}, {level: Symbols}, UserMaps of L2 or
+    None). kernels: the kernel tables by release, added to from the logs'
+    dumps."""
     runs = {}
     counted = counted_windows(d)
     boot = 1
@@ -190,10 +233,21 @@ def read_pass(d, kernels):
             continue
         syms = {}
         mods = {2: [], 3: []}
+        umaps, dumps = None, []
         with open(os.path.join(d, "attempt-%d.log" % boot),
                   errors="replace") as f:
             for line in f:
                 if not line.startswith("@@"):
+                    continue
+                if line.startswith("@@UMAP "):
+                    # a dump goes through /proc in order: init begins it
+                    # (other lines may come between its own)
+                    if line.startswith("@@UMAP 1 ") or not dumps:
+                        dumps.append([])
+                    umaps = None
+                    e = umap_entry(line)
+                    if e:
+                        dumps[-1].append(e)
                     continue
                 m = re.match(r"@@KMOD ([23]) ([0-9a-f]+) (\S+) \[(\S+)\]@@",
                              line)
@@ -212,11 +266,13 @@ def read_pass(d, kernels):
                     mods[lv] = []
                     continue
                 m = re.match(r"@@WIN (\S+) (\S+) (\S+) (\S+)@@", line)
+                if m and dumps and umaps is None:
+                    umaps = UserMaps(dumps)
                 if m and m.group(1) in prof and \
                         (str(boot), m.group(1)) in counted:
                     b, row = split_row(m.group(2))
                     runs[(b, row, m.group(3), m.group(4))] = (
-                        boot, prof[m.group(1)], dict(syms))
+                        boot, prof[m.group(1)], dict(syms), umaps)
         boot += 1
     return runs
 
@@ -230,13 +286,16 @@ def profile(d, rows, wls, kernels):
 
     def by_name(key):
         if key not in named:
-            boot, prof, syms = runs[key]
+            boot, prof, syms, umaps = runs[key]
             out = {}
             for lv, counts in prof.items():
                 c = collections.Counter()
                 s = syms.get(lv)
                 for a, n in counts.items():
-                    c[s.name(a) if s else ("[no symbols]", "?")] += n
+                    if lv == 2 and umaps and a < USER_TOP:
+                        c[(umaps.name(a), "user")] += n
+                    else:
+                        c[s.name(a) if s else ("[no symbols]", "?")] += n
                 out[lv] = c
             named[key] = out
         return named[key]

@@ -66,8 +66,8 @@ tools: $(TOOLS)
 $(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h Makefile
 	$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^) $(ULDFLAGS)
 
-selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h Makefile
-	$(CC) $(UCFLAGS) -pthread -o $@ $(filter %.c,$^) $(ULDFLAGS)
+selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile
+	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -pthread -o $@ $(filter %.c,$^) $(ULDFLAGS)
 
 # The guest's marker program: static, so one binary serves every VM image.
 tools/cost-plugin/vbmark: tools/cost-plugin/vbmark.c

@@ -900,10 +900,12 @@ static void owner_killed(struct vbt_mem *m, bool workers)
 		struct vbt_dev d;
 
 		vbt_mem_init(&cm);
+		/* Without the worker ioctls (6.1): both queues on one worker. */
 		if (vbt_dev_open(&d, &cm, &o) &&
 		    (o.workers = false, vbt_dev_open(&d, &cm, &o)))
 			_exit(1);
-		if (write(p[1], "r", 1) != 1)
+		/* Tell the parent which it got: 'w' a worker each, 'r' one. */
+		if (write(p[1], o.workers ? "w" : "r", 1) != 1)
 			_exit(1);
 		for (;;) {
 			unsigned int q;
@@ -929,7 +931,8 @@ static void owner_killed(struct vbt_mem *m, bool workers)
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	verdict(WIFSIGNALED(status), fresh_serves(m),
-		workers ? "owner killed (SIGKILL) with I/O in flight on 2 queues / 2 workers" :
+		c == 'w' ? "owner killed (SIGKILL) with I/O in flight on 2 queues / 2 workers" :
+		workers ? "owner killed (SIGKILL) with I/O in flight on 2 queues / 1 worker (no worker ioctls)" :
 			  "owner killed (SIGKILL) with I/O in flight on 2 queues");
 }
 

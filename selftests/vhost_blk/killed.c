@@ -44,6 +44,7 @@ struct kreport {
 	struct vring_used *used[KQ];
 	struct kreq *req[KQ][KREQ];
 	uint16_t head[KQ][KREQ];
+	bool workers;		/* a worker each (not on 6.1: one for both) */
 };
 
 static void child(int out, struct vbt_mem *m, bool workers)
@@ -57,6 +58,7 @@ static void child(int out, struct vbt_mem *m, bool workers)
 	if (vbt_dev_open(&d, m, &o) &&
 	    (o.workers = false, vbt_dev_open(&d, m, &o)))
 		_exit(1);
+	rep.workers = o.workers;
 	for (q = 0; q < KQ; q++) {
 		struct vbt_vq *vq = &d.vq[q];
 		uint16_t old = vq->avail_idx;
@@ -177,6 +179,8 @@ static void killed_case(bool workers)
 		return;
 	}
 	close(p[0]);
+	if (workers && !rep.workers)
+		what = "2 queues / 1 worker (no worker ioctls)";
 	/* Time for the workers to fetch every request; none completes yet. */
 	usleep(200000);
 	for (q = 0; q < KQ; q++)

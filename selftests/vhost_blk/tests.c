@@ -602,10 +602,40 @@ static void t_ro(struct vbt_mem *m, bool by_fd)
 		close(fd);
 }
 
+/* Threads of this process named as its vhost workers (6.4+: vhost tasks). */
+static int vhost_threads(void)
+{
+	DIR *dir = opendir("/proc/self/task");
+	char want[32], path[288], comm[64];
+	struct dirent *e;
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
+	while ((e = readdir(dir))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want))
+			n++;
+		fclose(f);
+	}
+	closedir(dir);
+	return n;
+}
+
 static void t_mq(struct vbt_mem *m, bool workers)
 {
 	struct vbt_opts o = def_opts();
 	struct vhost_blk_config c = { .size = sizeof(c) };
+	int before = vhost_threads();
 	struct vbt_dev d;
 	unsigned int q;
 
@@ -626,6 +656,10 @@ static void t_mq(struct vbt_mem *m, bool workers)
 	tap_result(!ioctl(d.fd, VHOST_BLK_GET_CONFIG, &c) &&
 		   c.blk.num_queues == 4, "num_queues 4 in config%s",
 		   workers ? " (per-queue workers)" : "");
+	if (workers)
+		tap_result(vhost_threads() - before == 4,
+			   "4 queues on 4 vhost workers: %d new worker threads of the owner (want 4)",
+			   vhost_threads() - before);
 	for (q = 0; q < 4; q++)
 		t_inflight(&d, m, 32, q);
 	vbt_dev_close(&d);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <linux/vhost_blk.h>
+#include "vhost_workers.h"
 
 #define VBT_MAX_QUEUES	VHOST_BLK_MAX_QUEUES
 #define VBT_INDIR_MAX	264	/* descriptors per indirect table */

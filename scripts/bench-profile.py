@@ -233,17 +233,19 @@ def read_pass(d, kernels):
             continue
         syms = {}
         mods = {2: [], 3: []}
-        umaps, dumps = None, []
+        umaps, dumps, last_pid = None, [], None
         with open(os.path.join(d, "attempt-%d.log" % boot),
                   errors="replace") as f:
             for line in f:
                 if not line.startswith("@@"):
                     continue
                 if line.startswith("@@UMAP "):
-                    # a dump goes through /proc in order: init begins it
-                    # (other lines may come between its own)
-                    if line.startswith("@@UMAP 1 ") or not dumps:
+                    # a dump goes through /proc in order: init's lines
+                    # begin it (other lines may come between its own)
+                    pid = line.split()[1]
+                    if not dumps or pid == "1" and last_pid != "1":
                         dumps.append([])
+                    last_pid = pid
                     umaps = None
                     e = umap_entry(line)
                     if e:

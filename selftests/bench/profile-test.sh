@@ -40,6 +40,7 @@ ksym_dump() {
 	for r in a b; do
 		# each L3 guest's dump of L2's mappings; other lines come between
 		echo "@@UMAP 1 init 00400000-00500000 r-xp 00001000 00:02 7 /init@@"
+		echo "@@UMAP 1 init 7f0000003000-7f0000004000 r-xp 00000000 00:00 0 [vdso]@@"
 		echo "@@KMOD 3 ffffffffc0200000 vbb_queue_rq [virtio_blk_bio]@@"
 		[ $r = a ] && q=5555aaaa0000-5555aaab0000 || q=5555bbbb0000-5555bbbc0000
 		echo "@@UMAP 300 qemu-system-x86 $q r-xp 00497000 00:02 9      /usr/bin/qemu-system-x86_64@@"

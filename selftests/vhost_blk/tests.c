@@ -602,30 +602,38 @@ static void t_ro(struct vbt_mem *m, bool by_fd)
 		close(fd);
 }
 
+/* True if the task at @dir (a /proc path) is named as this process's vhost worker. */
+static bool is_vhost_worker(const char *dir)
+{
+	char want[32], path[288], comm[64];
+	bool yes;
+	FILE *f;
+
+	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
+	snprintf(path, sizeof(path), "%s/comm", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	yes = fgets(comm, sizeof(comm), f) && !strcmp(comm, want);
+	fclose(f);
+	return yes;
+}
+
 /* Threads of this process named as its vhost workers (6.4+: vhost tasks). */
 static int vhost_threads(void)
 {
 	DIR *dir = opendir("/proc/self/task");
-	char want[32], path[288], comm[64];
+	char path[288];
 	struct dirent *e;
 	int n = 0;
 
 	if (!dir)
 		return -1;
-	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
 	while ((e = readdir(dir))) {
-		FILE *f;
-
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
-			 e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want))
-			n++;
-		fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s", e->d_name);
+		n += is_vhost_worker(path);
 	}
 	closedir(dir);
 	return n;
@@ -635,7 +643,7 @@ static void t_mq(struct vbt_mem *m, bool workers)
 {
 	struct vbt_opts o = def_opts();
 	struct vhost_blk_config c = { .size = sizeof(c) };
-	int before = vhost_threads();
+	int before = vhost_threads(), added;
 	struct vbt_dev d;
 	unsigned int q;
 
@@ -656,10 +664,11 @@ static void t_mq(struct vbt_mem *m, bool workers)
 	tap_result(!ioctl(d.fd, VHOST_BLK_GET_CONFIG, &c) &&
 		   c.blk.num_queues == 4, "num_queues 4 in config%s",
 		   workers ? " (per-queue workers)" : "");
+	added = vhost_threads() - before;
 	if (workers)
-		tap_result(vhost_threads() - before == 4,
+		tap_result(added == 4,
 			   "4 queues on 4 vhost workers: %d new worker threads of the owner (want 4)",
-			   vhost_threads() - before);
+			   added);
 	for (q = 0; q < 4; q++)
 		t_inflight(&d, m, 32, q);
 	vbt_dev_close(&d);
@@ -993,28 +1002,19 @@ static bool io_acct_add(const char *dir, unsigned long long *rd,
 static bool io_acct(unsigned long long *rd, unsigned long long *wr)
 {
 	DIR *dir = opendir("/proc");
-	char want[32], path[288], comm[64];
+	char path[288];
 	struct dirent *e;
 	bool ok;
 
 	*rd = *wr = 0;
 	ok = io_acct_add("/proc/self", rd, wr);
-	snprintf(want, sizeof(want), "vhost-%d\n", getpid());
 	while (ok && dir && (e = readdir(dir))) {
-		FILE *f;
-
 		if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
 		    atoi(e->d_name) == getpid())
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, want)) {
-			snprintf(path, sizeof(path), "/proc/%s", e->d_name);
+		snprintf(path, sizeof(path), "/proc/%s", e->d_name);
+		if (is_vhost_worker(path))
 			ok = io_acct_add(path, rd, wr);
-		}
-		fclose(f);
 	}
 	if (dir)
 		closedir(dir);

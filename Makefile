@@ -63,8 +63,8 @@ sparse:
 
 tools: $(TOOLS)
 
-$(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h Makefile
-	$(CC) $(UCFLAGS) -o $@ $(filter %.c,$^) $(ULDFLAGS)
+$(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile
+	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -o $@ $(filter %.c,$^) $(ULDFLAGS)
 
 selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile
 	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -pthread -o $@ $(filter %.c,$^) $(ULDFLAGS)

@@ -58,6 +58,25 @@ check "GET_FEATURES answered (${reply:0:40})" \
 reply=$(msg 17 0 | vu)
 check "GET_QUEUE_NUM answers 2" test "${reply:36:24}" = " 02 00 00 00 00 00 00 00"
 
+# A worker per queue where the vhost core has the worker ioctls (6.5 and
+# later): since 6.4 a worker is a task of the owner named vhost-PID, so a
+# session of a --queues 2 bridge holds two.  Without them (6.1) the device's
+# one worker is a kernel thread, and the bridge says the queues share it.
+workers() { grep -lx "vhost-$bridge_pid" /proc/$bridge_pid/task/*/comm 2>/dev/null | wc -l; }
+{ msg 1 0; sleep 2; } | socat - UNIX-CONNECT:$SOCK >/dev/null 2>&1 &
+for _ in $(seq 20); do [ "$(workers)" -ge 1 ] && break; sleep 0.1; done
+sleep 0.5
+nw=$(workers)
+wait $!
+kv=$(uname -r); kv=${kv%%-*}
+if [ "${kv%%.*}" -gt 6 ] || { [ "${kv%%.*}" = 6 ] && [ "$(echo "$kv" | cut -d. -f2)" -ge 5 ]; }; then
+	check "--queues 2 on $kv: a vhost worker per queue ($nw tasks vhost-$bridge_pid)" \
+		sh -c "test $nw = 2 && grep -q 'queue 1: own vhost worker' $BLOG"
+else
+	check "--queues 2 on $kv: no worker ioctls, the queues share the device's worker" \
+		sh -c "test $nw = 0 && grep -q 'VHOST_NEW_WORKER: .* (queues share one worker)' $BLOG"
+fi
+
 base=$(sessions_ended)
 { msg 99 0; } | vu >/dev/null
 { msg 2 4; u32 0; } | vu >/dev/null

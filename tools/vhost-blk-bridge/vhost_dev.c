@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bridge.h"
+#include "vhost_workers.h"
 
 static int xioctl(struct vdev *d, unsigned long req, void *arg,
 		  const char *what)
@@ -255,7 +256,6 @@ int vdev_set_vring_fd(struct vdev *d, unsigned long req, unsigned int idx,
 
 void vdev_spread_workers(struct vdev *d, unsigned int queues)
 {
-#ifdef VHOST_NEW_WORKER
 	unsigned int i;
 
 	if (d->no_kernel || d->workers_tried)
@@ -280,8 +280,4 @@ void vdev_spread_workers(struct vdev *d, unsigned int queues)
 		}
 		log_dbg("queue %u: own vhost worker %u", i, w.worker_id);
 	}
-#else
-	(void)d;
-	(void)queues;
-#endif
 }

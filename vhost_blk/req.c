@@ -594,8 +594,9 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
  * finds nothing turns notifications back on, and so does a pass of one
  * request with at most one in flight once the bursts before it have
  * dwindled to one, but for a probe now and then (one pass in
- * VHOST_BLK_BATCH_PROBE, backing off while probes find no burst): a queue
- * at depth one is answered at once, nearly always.
+ * VHOST_BLK_BATCH_PROBE, backing off while probes find no burst), which
+ * waits out its bound and looks once: a queue at depth one is answered at
+ * once, nearly always.
  */
 unsigned int vhost_blk_batch_delay_us = 1000;
 module_param_named(batch_delay_us, vhost_blk_batch_delay_us, uint, 0644);
@@ -682,7 +683,7 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	 * A queue at depth one, or one whose guest sends its requests one at
 	 * a time although more are on their way: waiting now and then tells
 	 * them apart.  Each wait costs a guest at depth one a request that
-	 * waits a few of its round trips, so a wait that found no burst makes
+	 * waits the wait's bound, so a wait that found no burst makes
 	 * the next come half as often; a pass that finds one, often again.
 	 */
 	if (found >= 2)
@@ -711,6 +712,19 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	bvq->batch_deadline = ktime_add_ns(bvq->batch_grown, bvq->batch_bound_ns);
 	bvq->batch_still = false;
 	bvq->stats.batch_waits++;
+	/*
+	 * A probe looks once, when its bound has passed.  Each look is a timer
+	 * interrupt and a worker wakeup; where the worker shares a CPU with the
+	 * guest's vCPU, each one holds the guest up, and a guest slow enough
+	 * to send its requests one at a time may send none while it is looked
+	 * at every few hundred microseconds: its probes would find no burst.
+	 */
+	if (bvq->batch_probing) {
+		bvq->batch_step_ns = bvq->batch_bound_ns;
+		hrtimer_start(&bvq->batch_timer, bvq->batch_deadline,
+			      HRTIMER_MODE_ABS);
+		return true;
+	}
 	/*
 	 * The guest takes a few of its request gaps to answer an interrupt;
 	 * before it has shown its pace, a 32nd of batch_delay_us.
@@ -746,7 +760,7 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 	__virtio16 raw;
 	u16 idx, n, grew;
 
-	if (ktime_after(now, bvq->batch_deadline))
+	if (!ktime_before(now, bvq->batch_deadline))
 		return false;
 	/* No IOTLB here (no VIRTIO_F_ACCESS_PLATFORM): the owner's address. */
 	if (unlikely(get_user(raw, &vq->avail->idx)))
@@ -757,6 +771,12 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 	room = min_t(unsigned int, vq->num, vhost_blk_max_inflight);
 	if (n >= room - min(room, bvq->inflight))
 		return false;
+	/* A probe waits for its bound (vhost_blk_batch_wait()). */
+	if (bvq->batch_probing) {
+		hrtimer_start(&bvq->batch_timer, bvq->batch_deadline,
+			      HRTIMER_MODE_ABS);
+		return true;
+	}
 	if (n && !grew) {
 		if (n >= bvq->batch_expect || bvq->batch_still)
 			return false;
@@ -1143,7 +1163,8 @@ void vhost_blk_done_work(struct vhost_work *work)
 	if (bvq->throttled && bvq->inflight < vhost_blk_max_inflight) {
 		bvq->throttled = false;
 		vhost_poll_queue(&vq->poll);
-	} else if (bvq->batching && !vhost_vq_avail_empty(vq->dev, vq)) {
+	} else if (bvq->batching && !bvq->batch_probing &&
+		   !vhost_vq_avail_empty(vq->dev, vq)) {
 		/* Batching: the kick handler looks whether the burst is over. */
 		vhost_poll_queue(&vq->poll);
 	}

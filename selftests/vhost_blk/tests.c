@@ -639,11 +639,30 @@ static int vhost_threads(void)
 	return n;
 }
 
+/*
+ * vhost_threads() once it holds still: the worker of a device closed just
+ * before may still be listed for a moment after it stopped (it was seen
+ * counted before a device was opened and gone after, one short of 4).
+ */
+static int vhost_threads_settled(void)
+{
+	int n = vhost_threads(), i, again;
+
+	for (i = 0; i < 50; i++) {
+		usleep(20000);
+		again = vhost_threads();
+		if (again == n)
+			break;
+		n = again;
+	}
+	return n;
+}
+
 static void t_mq(struct vbt_mem *m, bool workers)
 {
 	struct vbt_opts o = def_opts();
 	struct vhost_blk_config c = { .size = sizeof(c) };
-	int before = vhost_threads(), added;
+	int before = vhost_threads_settled(), added;
 	struct vbt_dev d;
 	unsigned int q;
 

@@ -662,6 +662,18 @@ static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step)
 }
 
 /*
+ * A probe looks once, when its bound has passed.  Each look is a timer
+ * interrupt and a worker wakeup; where the worker shares a CPU with the
+ * guest's vCPU, each one holds the guest up, and a guest slow enough to
+ * send its requests one at a time may send none while it is looked at every
+ * few hundred microseconds: its probes would find no burst.
+ */
+static void vhost_blk_probe_arm(struct vhost_blk_vq *bvq)
+{
+	hrtimer_start(&bvq->batch_timer, bvq->batch_deadline, HRTIMER_MODE_ABS);
+}
+
+/*
  * The ring ran empty after a pass that found @found requests: true if the
  * queue waits for the guest's next burst with notifications off.  It
  * expects as many requests as the pass found (a guest at a steady queue
@@ -712,17 +724,8 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	bvq->batch_deadline = ktime_add_ns(bvq->batch_grown, bvq->batch_bound_ns);
 	bvq->batch_still = false;
 	bvq->stats.batch_waits++;
-	/*
-	 * A probe looks once, when its bound has passed.  Each look is a timer
-	 * interrupt and a worker wakeup; where the worker shares a CPU with the
-	 * guest's vCPU, each one holds the guest up, and a guest slow enough
-	 * to send its requests one at a time may send none while it is looked
-	 * at every few hundred microseconds: its probes would find no burst.
-	 */
 	if (bvq->batch_probing) {
-		bvq->batch_step_ns = bvq->batch_bound_ns;
-		hrtimer_start(&bvq->batch_timer, bvq->batch_deadline,
-			      HRTIMER_MODE_ABS);
+		vhost_blk_probe_arm(bvq);
 		return true;
 	}
 	/*
@@ -771,10 +774,8 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 	room = min_t(unsigned int, vq->num, vhost_blk_max_inflight);
 	if (n >= room - min(room, bvq->inflight))
 		return false;
-	/* A probe waits for its bound (vhost_blk_batch_wait()). */
 	if (bvq->batch_probing) {
-		hrtimer_start(&bvq->batch_timer, bvq->batch_deadline,
-			      HRTIMER_MODE_ABS);
+		vhost_blk_probe_arm(bvq);
 		return true;
 	}
 	if (n && !grew) {

@@ -88,6 +88,7 @@ struct vhost_blk_qstats {
 	u64 batch_waits;	/* delayed looks at the ring (batch_delay_us) */
 	u64 batch_found;	/* ... that found requests */
 	u64 batch_looks;	/* looks that found the guest still queuing */
+	u64 batch_timeouts;	/* waits that ran to their bound */
 	u64 poll_found;		/* requests found by busy polling */
 	u64 bios;		/* reads and writes submitted as bios */
 };

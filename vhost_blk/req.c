@@ -763,8 +763,10 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 	__virtio16 raw;
 	u16 idx, n, grew;
 
-	if (!ktime_before(now, bvq->batch_deadline))
+	if (!ktime_before(now, bvq->batch_deadline)) {
+		bvq->stats.batch_timeouts++;
 		return false;
+	}
 	/* No IOTLB here (no VIRTIO_F_ACCESS_PLATFORM): the owner's address. */
 	if (unlikely(get_user(raw, &vq->avail->idx)))
 		return false;

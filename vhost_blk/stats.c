@@ -57,6 +57,7 @@ static void vhost_blk_stats_sum(struct vhost_blk_qstats *sum,
 	sum->batch_waits += READ_ONCE(q->batch_waits);
 	sum->batch_found += READ_ONCE(q->batch_found);
 	sum->batch_looks += READ_ONCE(q->batch_looks);
+	sum->batch_timeouts += READ_ONCE(q->batch_timeouts);
 	sum->poll_found += READ_ONCE(q->poll_found);
 	sum->bios += READ_ONCE(q->bios);
 }
@@ -87,6 +88,7 @@ static int vhost_blk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "batch_waits %llu\n", sum.batch_waits);
 	seq_printf(m, "batch_found %llu\n", sum.batch_found);
 	seq_printf(m, "batch_looks %llu\n", sum.batch_looks);
+	seq_printf(m, "batch_timeouts %llu\n", sum.batch_timeouts);
 	seq_printf(m, "poll_found %llu\n", sum.poll_found);
 	seq_printf(m, "bios %llu\n", sum.bios);
 	seq_printf(m, "syncs %llu\n", READ_ONCE(blk->sync_gen));

@@ -441,8 +441,10 @@ wait_sock() { local i; for i in $(seq 1 100); do [ -S "$1" ] && return 0; sleep 
 
 memdev="-object memory-backend-memfd,id=mem,size=$l3mem,share=on -numa node,memdev=mem"
 
-# set_params "MODULE.PARAM=VALUE ...": write module parameters (sysfs); what
-# they were before goes to PARAMS_SAVED. PARAMS applies to the whole run.
+# set_params "MODULE.PARAM=VALUE ...": write module parameters (sysfs), or with
+# MODULE "sched" one of the scheduler's tunables in debugfs (such as
+# sched.wakeup_granularity_ns on 6.1); what they were before goes to
+# PARAMS_SAVED. PARAMS applies to the whole run.
 PARAMS_SAVED=
 set_params() {
 	local p m k f
@@ -450,6 +452,7 @@ set_params() {
 	for p in $1; do
 		m=${p%%.*} k=${p#*.}; k=${k%%=*}
 		f=/sys/module/$m/parameters/$k
+		[ "$m" = sched ] && f=/sys/kernel/debug/sched/$k
 		[ -w "$f" ] || { note "no writable parameter $m.$k"; continue; }
 		PARAMS_SAVED="$PARAMS_SAVED $m.$k=$(cat "$f")"
 		echo "${p#*=}" >"$f" && note "parameter $m.$k = $(cat "$f")"

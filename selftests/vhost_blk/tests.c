@@ -1322,8 +1322,9 @@ static void t_batching_slow(struct vbt_mem *m, unsigned int stall_ms)
 /*
  * A guest that sends a burst, waits for all of it and then sends less (a
  * database's writes and the FLUSH that follows them, or a job at a lower
- * depth) is not held for the wait's bound: once the ring has not grown for
- * as long as the expected burst took the guest, the short burst is taken.
+ * depth) is not held for the wait's bound: once two looks in a row find
+ * the ring holding less than expected and not grown, the short burst is
+ * taken.
  * 40 rounds of 8 reads and then 1; the single read's wait ends long before
  * the bound of 2 ms, unless the test is descheduled for that long.
  */

@@ -125,20 +125,25 @@ echo "@@SET device_opts ${DEVICE_OPTS:-none}@@"
 
 # EXIT_REASONS=1: what the L3 exits of each run were, by reason: hist
 # triggers on KVM's kvm_exit (its exit code: SVM's or VMX's) and kvm_msr
-# (which MSR, read or write) tracepoints, cleared at each run's start and
-# read at its end: "@@EXITR ROW WL REP CODE:N ... MSR/W:N ...@@" (hex).
+# (which MSR, read or write) tracepoints, and on L2's hrtimer expiries (by
+# the timer's function: where L2's own interrupts come from), cleared at
+# each run's start and read at its end:
+# "@@EXITR ROW WL REP CODE:N ... MSR/W:N ... hrtFUNCTION:N ...@@" (hex).
 # A diagnostic: every exit then also runs the trigger, and that is counted,
 # so the run's counts are not comparable with others (settings: on).
 EXR_KEYS=hist:keys=exit_reason.hex:size=256
 MSR_KEYS=hist:keys=ecx.hex,write:size=256
+HRT_KEYS=hist:keys=function.sym:size=256
 EXR_EV=/sys/kernel/tracing/events/kvm
+HRT_EV=/sys/kernel/tracing/events/timer/hrtimer_expire_entry
 exitr=0
 if [ "${EXIT_REASONS:-0}" = 1 ]; then
 	[ -d $EXR_EV ] || mount -t tracefs none /sys/kernel/tracing 2>/dev/null
 	if echo "$EXR_KEYS" >$EXR_EV/kvm_exit/trigger 2>/dev/null &&
-	   echo "$MSR_KEYS" >$EXR_EV/kvm_msr/trigger 2>/dev/null; then
+	   echo "$MSR_KEYS" >$EXR_EV/kvm_msr/trigger 2>/dev/null &&
+	   echo "$HRT_KEYS" >$HRT_EV/trigger 2>/dev/null; then
 		exitr=1
-		note "exit reasons: hist triggers on kvm_exit and kvm_msr (counts perturbed)"
+		note "exit reasons: hist triggers on kvm_exit, kvm_msr and hrtimer_expire_entry (counts perturbed)"
 	else
 		note "exit reasons: no hist trigger on KVM's tracepoints here (CONFIG_HIST_TRIGGERS?)"
 	fi
@@ -152,9 +157,11 @@ echo "@@SET exit_reasons $([ $exitr = 1 ] && echo on || echo off)@@"
 echo "@@SET profile $([ "${PROFILE:-0}" = 1 ] && echo on || echo off)@@"
 ksyms_done=0
 
-# exitr_read: the two histograms as "CODE:N ... MSR/W:N ..." in EXITR;
-# builtins only. Lines look like "{ exit_reason: 0x78 } hitcount: 12" and
-# "{ ecx: 0x830, write: 1 } hitcount: 3".
+# exitr_read: the three histograms as "CODE:N ... MSR/W:N ... hrtFUNC:N"
+# in EXITR; builtins only. Lines look like "{ exit_reason: 0x78 } hitcount:
+# 12", "{ ecx: 0x830, write: 1 } hitcount: 3" and "{ function:
+# [ffffffff81234560] tick_nohz_handler } hitcount: 40" (a module's
+# function is followed by "[module]").
 exitr_read() {
 	local l
 	EXITR=
@@ -168,6 +175,10 @@ exitr_read() {
 		[ "$1 $2" = "{ ecx:" ] && [ "$7" = hitcount: ] &&
 			EXITR="$EXITR msr${3%,}/$5:$8"
 	done <$EXR_EV/kvm_msr/hist
+	while read -r l; do
+		set -- $l
+		[ "$1 $2" = "{ function:" ] && EXITR="$EXITR hrt$4:${*: -1}"
+	done <$HRT_EV/hist
 }
 
 # follow_l3 FILE PID: pass an L3 guest's output (l3run's output file) on as it
@@ -190,6 +201,7 @@ follow_l3() {
 			if [ $exitr = 1 ]; then
 				echo "$EXR_KEYS:clear" >>$EXR_EV/kvm_exit/trigger
 				echo "$MSR_KEYS:clear" >>$EXR_EV/kvm_msr/trigger
+				echo "$HRT_KEYS:clear" >>$HRT_EV/trigger
 			fi
 			echo go >&8 ;;
 		@@JSON*)

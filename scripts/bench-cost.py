@@ -716,7 +716,7 @@ MSRS = {0x6e0: "TSC_DEADLINE", 0x80b: "x2APIC_EOI", 0x830: "x2APIC_ICR",
 
 def exit_reasons(d):
     """Per-reason L3 exits of each run (EXIT_REASONS=1: exitr.txt, "ROW WL
-    REP CODE:N ... msrMSR/W:N ..."), per I/O net of the workload's base
+    REP CODE:N ... msrMSR/W:N ..."; hrtFUNC:N are L2's hrtimer expiries), per I/O net of the workload's base
     runs as in load_pass, median over a row's runs: rows of (backend, row,
     workload, reason, name, runs, per_io)."""
     ios = {k: v["ios"] for k, v in fio_runs(d).items()}
@@ -751,7 +751,9 @@ def exit_reasons(d):
                     for k in reps if ios[k] > bios]
             if not vals:
                 continue
-            if key.startswith("msr"):
+            if key.startswith("hrt"):
+                name = "L2 hrtimer " + key[3:]
+            elif key.startswith("msr"):
                 code, _, wr = key[3:].partition("/")
                 name = "%s %s" % (MSRS.get(int(code, 16), "MSR " + code),
                                   "write" if wr == "1" else "read")

@@ -42,8 +42,14 @@
 #define VHOST_BLK_BYTE_WEIGHT		(16 << 20)
 /* The first look at a filling ring, in parts of batch_delay_us ... */
 #define VHOST_BLK_BATCH_LOOKS		32
-/* ... or in the guest's request gaps, once it has shown its pace. */
+/* ... or in the guest's request gaps, once it has shown its pace ... */
 #define VHOST_BLK_BATCH_TURNAROUND	4
+/*
+ * ... or, once a wait has seen its whole burst come, this much sooner than
+ * that wait took (a part of it): a shorter first look each time it finds
+ * the burst whole.
+ */
+#define VHOST_BLK_BATCH_SOONER		8
 /*
  * A queue serving single requests waits once in this many passes, and
  * after each such wait that found no burst, half as often, down to once
@@ -145,10 +151,13 @@ struct vhost_blk_vq {
 	u16 batch_seen;		/* the avail index at the last look */
 	ktime_t batch_deadline;	/* no longer than batch_bound_ns */
 	u64 batch_bound_ns;	/* the longest this wait may take */
-	ktime_t batch_grown;	/* the ring last grew (or the wait began) */
+	ktime_t batch_grown;	/* the guest's pace is timed from here */
 	bool batch_still;	/* the last look found it not grown */
 	u64 batch_step_ns;	/* and for how long */
 	u64 batch_gap_ns;	/* the guest's last time per request */
+	ktime_t batch_begun;	/* this wait began */
+	u64 batch_whole_ns;	/* a wait's time to its whole burst, or 0 */
+	bool batch_first;	/* the next look is the wait's first, timed so */
 	struct hrtimer batch_timer;
 	/* Busy polling goes on until then (local_clock()); under vq.mutex. */
 	u64 poll_end_ns;

@@ -588,7 +588,10 @@ static bool vhost_blk_vq_activate(struct vhost_blk_vq *bvq)
  * when the ring runs empty and waits for the guest's next burst: it looks
  * at the ring without fetching until the burst is over (below) or the
  * wait's bound has passed, then takes all of it in one pass, whose
- * completions go back with one interrupt.  The bound is batch_delay_us, or
+ * completions go back with one interrupt.  Each look is a timer interrupt
+ * and a worker wakeup, so a queue that has seen a whole burst come makes
+ * its next wait's first look a little sooner than that took, and takes the
+ * burst there if it is whole.  The bound is batch_delay_us, or
  * for a guest too slow to send its burst in that time, twice the time it
  * takes at its last pace (VHOST_BLK_BATCH_DELAY_MAX at most).  A pass that
  * finds nothing turns notifications back on, and so does a pass of one
@@ -624,6 +627,7 @@ void vhost_blk_batch_stop(struct vhost_blk_vq *bvq)
 {
 	hrtimer_cancel(&bvq->batch_timer);
 	bvq->batching = false;
+	bvq->batch_whole_ns = 0;
 }
 
 /*
@@ -721,11 +725,27 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	bvq->batch_seen = bvq->vq.last_avail_idx;
 	bvq->batch_bound_ns = vhost_blk_batch_bound(bvq, delay);
 	bvq->batch_grown = ktime_get();
+	bvq->batch_begun = bvq->batch_grown;
 	bvq->batch_deadline = ktime_add_ns(bvq->batch_grown, bvq->batch_bound_ns);
 	bvq->batch_still = false;
+	bvq->batch_first = false;
 	bvq->stats.batch_waits++;
 	if (bvq->batch_probing) {
 		vhost_blk_probe_arm(bvq);
+		return true;
+	}
+	/*
+	 * A burst whole at the first look costs one timer interrupt.  Looks
+	 * that find the burst whole keep moving that look sooner, until one
+	 * comes too soon: then the looks below follow the guest's pace, and
+	 * the time to the burst's last growth is the next wait's guide.
+	 */
+	if (bvq->batch_whole_ns) {
+		first = bvq->batch_whole_ns -
+			bvq->batch_whole_ns / VHOST_BLK_BATCH_SOONER;
+		bvq->batch_first = true;
+		vhost_blk_batch_arm(bvq, clamp_t(u64, first, 2 * NSEC_PER_USEC,
+						 bvq->batch_bound_ns / 2));
 		return true;
 	}
 	/*
@@ -737,6 +757,12 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	vhost_blk_batch_arm(bvq, clamp_t(u64, first, 2 * NSEC_PER_USEC,
 					 vhost_blk_batch_step_max(bvq)));
 	return true;
+}
+
+/* The expected burst was all there at @seen: time the next first look. */
+static void vhost_blk_batch_whole(struct vhost_blk_vq *bvq, ktime_t seen)
+{
+	bvq->batch_whole_ns = ktime_to_ns(ktime_sub(seen, bvq->batch_begun));
 }
 
 /*
@@ -780,12 +806,37 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 		vhost_blk_probe_arm(bvq);
 		return true;
 	}
+	max_step = vhost_blk_batch_step_max(bvq);
+	if (bvq->batch_first) {
+		bvq->batch_first = false;
+		if (n >= bvq->batch_expect) {
+			vhost_blk_batch_whole(bvq, now);
+			return false;
+		}
+		/*
+		 * Too soon.  Nothing yet: look again when the last burst was
+		 * whole.  Some of it: at the guest's pace, so a burst shorter
+		 * than expected is soon seen to stop.  The time since the wait
+		 * began is the guest's turnaround, not its pace: its pace is
+		 * timed from this look on.
+		 */
+		bvq->batch_grown = now;
+		bvq->batch_seen = idx;
+		step = n ? 2 * bvq->batch_gap_ns :
+			   bvq->batch_whole_ns / VHOST_BLK_BATCH_SOONER;
+		vhost_blk_batch_arm(bvq, clamp_t(u64, step, 2 * NSEC_PER_USEC,
+						 max_step));
+		return true;
+	}
 	if (n && !grew) {
-		if (n >= bvq->batch_expect || bvq->batch_still)
+		if (n >= bvq->batch_expect) {
+			vhost_blk_batch_whole(bvq, bvq->batch_grown);
+			return false;
+		}
+		if (bvq->batch_still)
 			return false;
 		bvq->batch_still = true;
 	}
-	max_step = vhost_blk_batch_step_max(bvq);
 	if (grew) {
 		bvq->batch_gap_ns = div_u64(ktime_to_ns(ktime_sub(now,
 							      bvq->batch_grown)),

@@ -1320,6 +1320,58 @@ static void t_batching_slow(struct vbt_mem *m, unsigned int stall_ms)
 }
 
 /*
+ * A device for a test that reads the batching counters, with a batching
+ * delay of @us: false (and the test reported as skipped or failed) if
+ * max_inflight cannot hold @depth requests, debugfs is not mounted, or the
+ * device cannot be set up.
+ */
+static bool batching_open(struct vbt_dev *d, struct vbt_mem *m,
+			  const char *what, unsigned int depth, __u32 us)
+{
+	struct vbt_opts o = def_opts();
+	char why[64];
+
+	if (batching_throttled(depth)) {
+		snprintf(why, sizeof(why), "max_inflight below %u requests a queue",
+			 depth);
+		tap_skip(why, "%s", what);
+		return false;
+	}
+	if (open_dev(d, m, &o)) {
+		tap_result(false, "%s: device setup", what);
+		return false;
+	}
+	if (access("/sys/kernel/debug/vhost-blk", F_OK)) {
+		vbt_dev_close(d);
+		tap_skip("debugfs not mounted", "%s", what);
+		return false;
+	}
+	if (ioctl(d->fd, VHOST_BLK_SET_BATCH_DELAY, &us)) {
+		vbt_dev_close(d);
+		tap_result(false, "%s: VHOST_BLK_SET_BATCH_DELAY %u", what, us);
+		return false;
+	}
+	return true;
+}
+
+/* Send @n reads at once and wait for all of them: false if one did not complete. */
+static bool burst_reads(struct vbt_vq *vq, struct vbt_mem *m,
+			struct virtio_blk_outhdr *h, uint8_t *buf, unsigned int n)
+{
+	uint16_t old = vq->avail_idx;
+	unsigned int i;
+	void *c;
+
+	for (i = 0; i < n; i++)
+		publish_read(vq, m, h + 2 * i, buf, i);
+	vbt_vq_kick(vq, old);
+	for (i = 0; i < n; i++)
+		if (vbt_vq_wait(vq, NULL, &c, 10000) < 0)
+			return false;
+	return true;
+}
+
+/*
  * A guest that sends a burst, waits for all of it and then sends less (a
  * database's writes and the FLUSH that follows them, or a job at a lower
  * depth) is not held for the wait's bound: once two looks in a row find
@@ -1334,42 +1386,16 @@ static void t_batching_short(struct vbt_mem *m)
 	struct virtio_blk_outhdr *h = vbt_alloc(m, 32 * 8, 16);
 	uint8_t *buf = vbt_alloc(m, 4096, 4096);
 	unsigned long long w0, t0, waits, timeouts;
-	struct vbt_opts o = def_opts();
-	unsigned int round, i, n, done;
+	unsigned int round;
 	struct vbt_dev d;
-	struct vbt_vq *vq;
-	__u32 us = 2000;
 	bool ok = true;
-	void *c;
 
-	if (batching_throttled(8)) {
-		tap_skip("max_inflight below 8 requests a queue", "%s", what);
+	if (!batching_open(&d, m, what, 8, 2000))
 		return;
-	}
-	if (open_dev(&d, m, &o)) {
-		tap_result(false, "%s: device setup", what);
-		return;
-	}
-	if (access("/sys/kernel/debug/vhost-blk", F_OK)) {
-		vbt_dev_close(&d);
-		tap_skip("debugfs not mounted", "%s", what);
-		return;
-	}
-	vq = &d.vq[0];
 	w0 = stat_total("batch_waits");
 	t0 = stat_total("batch_timeouts");
-	if (ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us))
-		ok = false;
-	for (round = 0; ok && round < 2 * 40; round++) {
-		uint16_t old = vq->avail_idx;
-
-		n = round % 2 ? 1 : 8;
-		for (i = 0; i < n; i++)
-			publish_read(vq, m, h + 2 * i, buf, i);
-		vbt_vq_kick(vq, old);
-		for (done = 0; ok && done < n; done++)
-			ok = vbt_vq_wait(vq, NULL, &c, 10000) >= 0;
-	}
+	for (round = 0; ok && round < 2 * 40; round++)
+		ok = burst_reads(&d.vq[0], m, h, buf, round % 2 ? 1 : 8);
 	waits = stat_total("batch_waits") - w0;
 	timeouts = stat_total("batch_timeouts") - t0;
 	vbt_dev_close(&d);
@@ -1393,42 +1419,18 @@ static void t_batching_steady(struct vbt_mem *m)
 	struct virtio_blk_outhdr *h = vbt_alloc(m, 32 * 8, 16);
 	uint8_t *buf = vbt_alloc(m, 4096, 4096);
 	unsigned long long w0, l0, waits, looks;
-	struct vbt_opts o = def_opts();
-	unsigned int round, i, done;
+	unsigned int round;
 	struct vbt_dev d;
-	struct vbt_vq *vq;
-	__u32 us = 5000;
 	bool ok = true;
-	void *c;
 
-	if (batching_throttled(8)) {
-		tap_skip("max_inflight below 8 requests a queue", "%s", what);
+	if (!batching_open(&d, m, what, 8, 5000))
 		return;
-	}
-	if (open_dev(&d, m, &o)) {
-		tap_result(false, "%s: device setup", what);
-		return;
-	}
-	if (access("/sys/kernel/debug/vhost-blk", F_OK)) {
-		vbt_dev_close(&d);
-		tap_skip("debugfs not mounted", "%s", what);
-		return;
-	}
-	vq = &d.vq[0];
-	if (ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us))
-		ok = false;
 	w0 = stat_total("batch_waits");
 	l0 = stat_total("batch_looks");
 	for (round = 0; ok && round < 60; round++) {
-		uint16_t old = vq->avail_idx;
-
 		if (round)
 			usleep(500);
-		for (i = 0; i < 8; i++)
-			publish_read(vq, m, h + 2 * i, buf, i);
-		vbt_vq_kick(vq, old);
-		for (done = 0; ok && done < 8; done++)
-			ok = vbt_vq_wait(vq, NULL, &c, 10000) >= 0;
+		ok = burst_reads(&d.vq[0], m, h, buf, 8);
 	}
 	waits = stat_total("batch_waits") - w0;
 	looks = stat_total("batch_looks") - l0;

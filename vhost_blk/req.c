@@ -736,8 +736,9 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	}
 	/*
 	 * A burst whole at the first look costs one timer interrupt.  Looks
-	 * that find the burst whole keep moving that look sooner, until one
-	 * comes too soon: then the looks below follow the guest's pace, and
+	 * that find the burst whole keep moving that look sooner (never later
+	 * than half the bound, so a short burst after one slow one is still
+	 * seen to stop in time), until one comes too soon: then the looks below follow the guest's pace, and
 	 * the time to the burst's last growth is the next wait's guide.
 	 */
 	if (bvq->batch_whole_ns) {

@@ -122,6 +122,16 @@ echo "@@SET qemu_poll_ns ${QEMU_POLL_NS:-default}@@"
 # "indirect_desc=off,queue-size=256": the same for every row compared.
 dev_opts=${DEVICE_OPTS:+,$DEVICE_OPTS}
 echo "@@SET device_opts ${DEVICE_OPTS:-none}@@"
+# L3_HPET: whether the L3 guests have an HPET (off by default). Linux ticks
+# from the HPET at boot and, when the local APIC timers take over, only
+# clears the comparator's interrupt enable: its periodic mode stays, and
+# QEMU's model keeps that timer running whether it may interrupt or not. In
+# every row that is QEMU's main loop waking at the guest's HZ (250 here),
+# each time lowering that timer's interrupt line in KVM, and an L2 timer
+# that interrupts whichever L3 vCPU runs on its CPU. "l3.hpet=on" in PARAMS or
+# REPEAT_PARAMS sets it for the run or for a ROW@N.
+L3_HPET=${L3_HPET:-off}
+case $L3_HPET in on|off) ;; *) note "L3_HPET=$L3_HPET: on or off; off"; L3_HPET=off ;; esac
 
 # EXIT_REASONS=1: what the L3 exits of each run were, by reason: hist
 # triggers on KVM's kvm_exit (its exit code: SVM's or VMX's) and kvm_msr
@@ -336,6 +346,7 @@ l3_row() {
 	# -s 0: no heartbeat in the guest or watcher in L2 while they are
 	# counted (the ack port is ttyS2; stall_guard watches for a stop)
 	"${pinned[@]}" l3run -t 1800 -s 0 -m $l3mem -c $l3cpus $f.sh -name "l3-$n,debug-threads=on" \
+		-machine hpet=$L3_HPET \
 		-chardev file,id=ack,path=/dev/null,input-path=$ack -device isa-serial,chardev=ack,index=2 "$@" \
 		>/dev/null 2>$f.out &
 	local lpid=$!
@@ -463,6 +474,13 @@ set_params() {
 	PARAMS_SAVED=
 	for p in $1; do
 		m=${p%%.*} k=${p#*.}; k=${k%%=*}
+		if [ "$m.$k" = l3.hpet ]; then
+			case ${p#*=} in on|off) ;; *) note "l3.hpet: on or off, not ${p#*=}"; continue ;; esac
+			PARAMS_SAVED="$PARAMS_SAVED l3.hpet=$L3_HPET"
+			L3_HPET=${p#*=}
+			note "parameter l3.hpet = $L3_HPET (the L3 guests' HPET)"
+			continue
+		fi
 		f=/sys/module/$m/parameters/$k
 		[ "$m" = sched ] && f=/sys/kernel/debug/sched/$k
 		[ -w "$f" ] || { note "no writable parameter $m.$k"; continue; }
@@ -472,6 +490,7 @@ set_params() {
 }
 set_params "${PARAMS:-}"
 PARAMS_SAVED=
+echo "@@SET l3_hpet $L3_HPET@@"
 
 # FROM_ROW=backend/row: start at that row (scripts/bench.sh, after the L2 of
 # a first attempt died in nested KVM); earlier rows and backends are skipped.

@@ -607,7 +607,8 @@ def targets_md(summ):
 def settings_md(res, counted):
     """What was set for repeatable counts (benchmarks.rst): L2 KVM's halt
     polling ("SET halt_poll_ns N", settings.txt, bench/l2-bench.sh), where
-    L3's threads ran ("SET pin vcpus-mod-N,backend-cpuC" or "off") and the
+    L3's threads ran ("SET pin vcpus-mod-N,backend-cpuC" or "off"), whether
+    the L3 guests had an HPET ("SET l3_hpet on|off") and the
     L3 guests' idle loop ("IDLE backend/row driver governor polling",
     idle.txt, bench/workloads.sh), shown, and flagged where it was not so.
     Fills POLLING."""
@@ -659,6 +660,16 @@ def settings_md(res, counted):
             line = "- L3 threads in L2: pinned (%s)" % ", ".join(
                 v.replace("vcpus-mod-", "vCPU i on CPU i mod ")
                  .replace(",backend-cpu", ", the backend on CPU ") for v in vals)
+        w(line)
+    hpet = sets.get("l3_hpet")
+    if hpet:
+        vals = sorted(set(hpet))
+        line = "- L3 guests' HPET: %s" % ", ".join(vals)
+        if vals == ["off"]:
+            line += " (-machine hpet=off)"
+        else:
+            line += (" (QEMU's main loop wakes at the guest's HZ for the periodic "
+                     "timer Linux leaves in it, in every row: benchmarks.rst)")
         w(line)
     if "on" in sets.get("exit_reasons", []) and counted:
         w("- exit reasons recorded (EXIT_REASONS=1) -- FLAG: KVM's tracepoints "

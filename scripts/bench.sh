@@ -63,6 +63,7 @@ pass_env() {
 	[ -n "${DEVICE_OPTS:-}" ] && echo "export DEVICE_OPTS='$DEVICE_OPTS'"
 	[ -n "${EXIT_REASONS:-}" ] && echo "export EXIT_REASONS='$EXIT_REASONS'"
 	[ -n "${PROFILE:-}" ] && echo "export PROFILE='$PROFILE'"
+	[ -n "${L3_HPET:-}" ] && echo "export L3_HPET='$L3_HPET'"
 }
 
 # run_pass RES: the attempts loop of one pass (one L2 boot, and fresh ones
@@ -368,7 +369,8 @@ src_stamp() {
 resume_settings() {
 	local res=$1
 	unset ROWS BACKENDS L3_CPUS WORKLOADS RUNTIME IOS IOS_QD1 BASE_REPS REPEAT_ROW REPEAT_PARAMS \
-		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS DEVICE_OPTS EXIT_REASONS PROFILE PASSES L2_CPUS
+		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS DEVICE_OPTS EXIT_REASONS PROFILE PASSES L2_CPUS \
+		L3_HPET
 	eval "$(sed -e '1s/ FROM_ROW=.*//' -e '/^export FROM_ROW=/d' -e '/^exec /d' -e '/# retry$/d' "$res/run.sh")"
 	[ -f "$res/bench.env" ] && . "$res/bench.env"
 	return 0

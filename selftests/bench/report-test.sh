@@ -193,13 +193,13 @@ echo "counted 6.12.0" >"$d/counted"
 # polling off in L2; every L3 idle loop without polling but qsd's, whose
 # haltpoll could not be turned off. The KVM host keeps its own halt
 # polling; the marker-only run had it on in L2.
-printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\nSET exit_reasons on\n' >"$d/settings.txt"
+printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\nSET exit_reasons on\nSET l3_hpet off\n' >"$d/settings.txt"
 {
 	for r in qemu-native vhost-blk-mq vhost-blk-bio qemu-native@2; do echo "IDLE nullb/$r none - off"; done
 	echo "IDLE nullb/qsd haltpoll haltpoll on"
 } >"$d/idle.txt"
 echo "SET halt_poll_ns 200000" >"$kvm/settings.txt"
-printf 'SET halt_poll_ns 200000\nSET pin off\n' >"$nowin/settings.txt"
+printf 'SET halt_poll_ns 200000\nSET pin off\nSET l3_hpet on\n' >"$nowin/settings.txt"
 
 for dir in "$d" "$kvm" "$nowin"; do
 	if ! "$top/scripts/bench-report.sh" "$dir" >"$dir/report.log" 2>&1; then
@@ -333,6 +333,12 @@ check "settings: L2 halt polling off, shown in targets.md" \
 	grep -qxF -- "- L2 KVM halt_poll_ns: 0 (halt polling off)" "$d/targets.md"
 check "settings: L3's threads pinned in L2, shown in targets.md" \
 	grep -qxF -- "- L3 threads in L2: pinned (vCPU i on CPU i mod 2, the backend on CPU 1)" "$d/targets.md"
+check "settings: the L3 guests without an HPET, shown in targets.md" \
+	grep -qxF -- "- L3 guests' HPET: off (-machine hpet=off)" "$d/targets.md"
+check "settings: L3 guests with an HPET say what it costs" \
+	grep -qF -- "- L3 guests' HPET: on (QEMU's main loop wakes at the guest's HZ" "$nowin/targets.md"
+check "settings: no l3_hpet line, no HPET line (a run before the setting)" \
+	bash -c "! grep -q HPET '$kvm/table.md'"
 check "settings: unpinned threads in a counted run are flagged" \
 	grep -qF -- "- L3 threads in L2: not pinned -- FLAG: " "$nowin/targets.md"
 check "settings: the L3 idle loop of each row, without polling (table.md)" \

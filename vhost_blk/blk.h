@@ -40,6 +40,8 @@
 #define VHOST_BLK_WEIGHT		256
 /* Bytes one queue handles before yielding its worker. */
 #define VHOST_BLK_BYTE_WEIGHT		(16 << 20)
+/* No look at a filling ring comes sooner than this after the last. */
+#define VHOST_BLK_BATCH_LOOK_MIN_NS	(2 * NSEC_PER_USEC)
 /* The first look at a filling ring, in parts of batch_delay_us ... */
 #define VHOST_BLK_BATCH_LOOKS		32
 /* ... or in the guest's request gaps, once it has shown its pace ... */

@@ -640,7 +640,8 @@ static u64 vhost_blk_batch_step_max(struct vhost_blk_vq *bvq)
 {
 	u64 step = max(bvq->batch_bound_ns / 8, 2 * bvq->batch_gap_ns);
 
-	return max_t(u64, min(step, bvq->batch_bound_ns), 2 * NSEC_PER_USEC);
+	return max_t(u64, min(step, bvq->batch_bound_ns),
+		     VHOST_BLK_BATCH_LOOK_MIN_NS);
 }
 
 /*
@@ -659,8 +660,10 @@ static u64 vhost_blk_batch_bound(struct vhost_blk_vq *bvq, u32 delay_us)
 		       (u64)VHOST_BLK_BATCH_DELAY_MAX * NSEC_PER_USEC);
 }
 
-static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step)
+/* Look at the ring again in @step, held to [shortest look, @most]. */
+static void vhost_blk_batch_arm(struct vhost_blk_vq *bvq, u64 step, u64 most)
 {
+	step = clamp_t(u64, step, VHOST_BLK_BATCH_LOOK_MIN_NS, most);
 	bvq->batch_step_ns = step;
 	hrtimer_start(&bvq->batch_timer, ns_to_ktime(step), HRTIMER_MODE_REL);
 }
@@ -738,15 +741,15 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	 * A burst whole at the first look costs one timer interrupt.  Looks
 	 * that find the burst whole keep moving that look sooner (never later
 	 * than half the bound, so a short burst after one slow one is still
-	 * seen to stop in time), until one comes too soon: then the looks below follow the guest's pace, and
-	 * the time to the burst's last growth is the next wait's guide.
+	 * seen to stop in time), until one comes too soon: then the looks
+	 * below follow the guest's pace, and the time to the burst's last
+	 * growth is the next wait's guide.
 	 */
 	if (bvq->batch_whole_ns) {
 		first = bvq->batch_whole_ns -
 			bvq->batch_whole_ns / VHOST_BLK_BATCH_SOONER;
 		bvq->batch_first = true;
-		vhost_blk_batch_arm(bvq, clamp_t(u64, first, 2 * NSEC_PER_USEC,
-						 bvq->batch_bound_ns / 2));
+		vhost_blk_batch_arm(bvq, first, bvq->batch_bound_ns / 2);
 		return true;
 	}
 	/*
@@ -755,8 +758,7 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 	 */
 	first = bvq->batch_gap_ns ? VHOST_BLK_BATCH_TURNAROUND * bvq->batch_gap_ns :
 				    (u64)delay * NSEC_PER_USEC / VHOST_BLK_BATCH_LOOKS;
-	vhost_blk_batch_arm(bvq, clamp_t(u64, first, 2 * NSEC_PER_USEC,
-					 vhost_blk_batch_step_max(bvq)));
+	vhost_blk_batch_arm(bvq, first, vhost_blk_batch_step_max(bvq));
 	return true;
 }
 
@@ -825,8 +827,7 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 		bvq->batch_seen = idx;
 		step = n ? 2 * bvq->batch_gap_ns :
 			   bvq->batch_whole_ns / VHOST_BLK_BATCH_SOONER;
-		vhost_blk_batch_arm(bvq, clamp_t(u64, step, 2 * NSEC_PER_USEC,
-						 max_step));
+		vhost_blk_batch_arm(bvq, step, max_step);
 		return true;
 	}
 	if (n && !grew) {
@@ -849,7 +850,7 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 		step = 2 * bvq->batch_step_ns;
 	}
 	bvq->batch_seen = idx;
-	vhost_blk_batch_arm(bvq, clamp_t(u64, step, 2 * NSEC_PER_USEC, max_step));
+	vhost_blk_batch_arm(bvq, step, max_step);
 	return true;
 }
 

@@ -28,11 +28,13 @@
 # MEASURE_CPU=1 (also print "@@CPU ROW WORKLOAD REP BUSY_JIFFIES@@" from /proc/stat,
 # and "@@HOST ROW WORKLOAD REP CTXT@@", the context switches meanwhile;
 # in an L3 guest the L2 host measures instead, see l2-bench.sh). In an L3 guest also
-# "@@GUEST ROW WORKLOAD REP IRQS KICKS BUSY@@": virtio-blk queue interrupts, driver
-# notifications (calls of virtqueue_notify, counted by a kprobe; virtio_blk_bio's
-# own counter where kprobes are missing; "-" if neither) and the guest's own busy
-# jiffies (/proc/stat, all vCPUs); and first "@@IDLE ROW DRIVER GOVERNOR
-# POLLING@@", its idle loop set not to poll (idle_setup below).
+# "@@GUEST ROW WORKLOAD REP IRQS KICKS BUSY TICKS@@": virtio-blk queue interrupts,
+# driver notifications (calls of virtqueue_notify, counted by a kprobe;
+# virtio_blk_bio's own counter where kprobes are missing; "-" if neither), the
+# guest's own busy jiffies (/proc/stat, all vCPUs) and its local timer interrupts
+# (LOC in /proc/interrupts, all vCPUs: each costs VM exits of its own, whatever
+# the backend); and first "@@IDLE ROW DRIVER GOVERNOR POLLING@@", its idle loop
+# set not to poll (idle_setup below).
 # workloads.sh --ksyms (LEVEL=2 or 3): only "@@KSYMS LEVEL RELEASE _TEXT@@",
 # where this kernel's text starts (KASLR), after "@@KMOD LEVEL ADDRESS NAME
 # MODULE@@" for each function of a loaded module and, in L2 (KSYMS_ALL=1),
@@ -97,20 +99,27 @@ export FIO_CPUS=0-$((ncpu > 0 ? ncpu - 1 : 0))
 # instructions or so, and the window counts the whole machine.
 busy() { local c u n s i w q sq st; read -r c u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st)); }
 ctxt() { local k v; while read -r k v _; do [ "$k" = ctxt ] && { echo "$v"; return; }; done </proc/stat; }
-# In an L3 guest: interrupts of the virtio-blk request queues ("-" elsewhere).
+# In an L3 guest: interrupts of the virtio-blk request queues ("-" elsewhere),
+# then its local timer interrupts, all vCPUs: "QUEUE TIMER".
 virq() {
-	local l f n=0 seen=0
+	local l f n=0 t=0 seen=0
 	while read -r l; do
-		case $l in *virtio*-req*) ;; *) continue ;; esac
+		case $l in
+		LOC:*) set -- $l; shift
+			for f; do case $f in *[!0-9]*) break ;; *) t=$((t + f)) ;; esac; done
+			continue ;;
+		*virtio*-req*) ;;
+		*) continue ;;
+		esac
 		seen=1
 		set -- $l; shift
 		for f; do case $f in *[!0-9]*) break ;; *) n=$((n + f)) ;; esac; done
 	done </proc/interrupts
-	[ $seen = 1 ] && echo $n || echo -
+	[ $seen = 1 ] && echo "$n $t" || echo "- -"
 }
 # Notifications to the device: the kprobe's hit count, else virtio_blk_bio's.
 kprobe=
-if [ "$(virq)" != - ] && [ -w /sys/kernel/tracing/kprobe_events ]; then
+if [ "$(virq)" != "- -" ] && [ -w /sys/kernel/tracing/kprobe_events ]; then
 	t=/sys/kernel/tracing
 	# Counting only: the hit count grows with tracing off.
 	echo 0 >$t/tracing_on
@@ -197,11 +206,12 @@ wait_l2() {
 }
 
 run_one() { # dev row name rep
-	local d=$1 r=$2 name=$3 rep=$4 b0 b1 c0 c1 q0 q1 k0 k1 k rc id= win
+	local d=$1 r=$2 name=$3 rep=$4 b0 b1 c0 c1 q0 q1 t0 t1 k0 k1 k rc id= win
 	echo "@@START $r $name $rep@@"
 	# Outside the cost window, so no count includes the wait.
 	wait_l2
 	b0=$(busy) c0=$(ctxt) q0=$(virq) k0=$(kicks "$d")
+	t0=${q0#* } q0=${q0% *}
 	# fio appends a redirection of the command's output to a file of
 	# its own; the "#" makes it a comment (no file written in the window).
 	win=()
@@ -210,6 +220,7 @@ run_one() { # dev row name rep
 	DEV=$d fio --output-format=json "${win[@]}" "$here/fio/$job.fio" >/tmp/fio.json 2>/tmp/fio.err
 	rc=$?
 	b1=$(busy) c1=$(ctxt) q1=$(virq) k1=$(kicks "$d")
+	t1=${q1#* } q1=${q1% *}
 	if [ $rc = 0 ]; then
 		[ -n "$id" ] && echo "@@WIN $id $r $name $rep@@"
 		echo "@@JSON $r $name $rep@@"
@@ -227,7 +238,7 @@ run_one() { # dev row name rep
 		fi
 		if [ "${MEASURE_CPU:-0}" != 1 ] && [ "$q0" != - ]; then
 			k=-; [ "$k0" != - ] && [ "$k1" != - ] && k=$((k1 - k0))
-			echo "@@GUEST $r $name $rep $((q1 - q0)) $k $((b1 - b0))@@"
+			echo "@@GUEST $r $name $rep $((q1 - q0)) $k $((b1 - b0)) $((t1 - t0))@@"
 		fi
 	else
 		echo "@@FAIL $r $name $rep fio exit $rc: $(tail -n 3 /tmp/fio.err | tr '\n' ' ')@@"

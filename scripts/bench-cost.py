@@ -76,7 +76,7 @@ def is_base(rep):
 
 
 COUNTS = ("insns", "exits", "l3insns", "irqs", "kicks", "wakeups", "halts",
-          "hirqs")
+          "hirqs", "ticks")
 
 
 def median_base(ws):
@@ -120,7 +120,7 @@ def load_pass(d, pas):
     # kvm.txt before HLT and interrupt exits were recorded has four
     # figures: the ones it lacks are unknown.
     for name, fields, least in (
-            ("guest.txt", ("irqs", "kicks"), 2),
+            ("guest.txt", ("irqs", "kicks", "gbusy", "ticks"), 2),
             ("host.txt", ("wakeups",), 1),
             ("kvm.txt", ("kvm_exits", "injections", "vreqs", "vbatches",
                          "halts", "hirqs", "vwaits", "vlooks"), 4)):
@@ -158,7 +158,7 @@ def load_pass(d, pas):
              "ios": fio[k]["ios"], "irqs": x.get("irqs"),
              "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
              "halts": x.get("halts"), "hirqs": x.get("hirqs"),
-             "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
+             "ticks": x.get("ticks"), "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
              "vwaits": x.get("vwaits"), "vlooks": x.get("vlooks")}
         if is_base(k[3]):
             if k in raw:	# an earlier boot's: its figures were not its own
@@ -197,8 +197,17 @@ def load_pass(d, pas):
             "p99_us": fio[k]["p99_us"],
         }
         for n in ("insns", "exits", "l3insns", "irqs", "kicks", "wakeups",
-                  "halts", "hirqs"):
+                  "halts", "hirqs", "ticks"):
             run[n + "_io"] = net(n)
+        # The datapath's own notifications: the guest's kicks and the
+        # queue interrupts it took, each at least one exit on any host.
+        run["notifs_io"] = None
+        if run["kicks_io"] is not None and run["irqs_io"] is not None:
+            run["notifs_io"] = run["kicks_io"] + run["irqs_io"]
+        # Exits a second of the window, not net of anything: what comes
+        # with time (the guests' timer ticks, halts, L2's interrupts) is
+        # about the same a second in every row, so exits/IO follows 1/IOPS.
+        run["exits_s"] = w["exits"] / (w["ns"] / 1e9) if w["ns"] > 0 else None
         # vhost_blk's requests per completion batch (one guest interrupt
         # at most each), over the whole run: a ratio of two net figures
         # is noise once batches are few
@@ -249,7 +258,8 @@ def summarize(runs):
         for n in ("ios", "insns_io", "exits_io", "irqs_io", "kicks_io",
                   "wakeups_io", "iops", "weighted_io", "lat_us", "p99_us",
                   "halts_io", "hirqs_io", "reqs_batch", "reqs_wait",
-                  "l3insns_io", "looks_wait"):
+                  "l3insns_io", "looks_wait", "ticks_io", "notifs_io",
+                  "exits_s"):
             s[n] = med([r[n] for r in p1])
         s["insns_spread"] = spread([r["insns_io"] for r in p1])
         s["base_runs"] = min(r["base_runs"] for r in p1)
@@ -280,7 +290,8 @@ def write_cost_tsv(res, summ):
             "boots_exits_per_io", "boots_exits_spread_pct",
             "hlt_exits_per_io", "irq_exits_per_io", "reqs_per_batch",
             "reqs_per_wait", "base_runs", "base_exits_spread_pct",
-            "l3_insns_per_io", "looks_per_wait"]
+            "l3_insns_per_io", "looks_per_wait", "ticks_per_io",
+            "notifications_per_io", "exits_per_s"]
     with open(os.path.join(res, "cost.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for (b, row, wl) in sorted(summ, key=lambda k: (k[0], k[2], row_key(k[1]))):
@@ -301,7 +312,8 @@ def write_cost_tsv(res, summ):
                 fmt(s["reqs_wait"], "%.1f"), str(s["base_runs"]),
                 fmt(s["base_exits_spread"], "%.1f"),
                 fmt(s["l3insns_io"], "%.0f"),
-                fmt(s["looks_wait"], "%.1f")]) + "\n")
+                fmt(s["looks_wait"], "%.1f"), fmt(s["ticks_io"], "%.3f"),
+                fmt(s["notifs_io"], "%.3f"), fmt(s["exits_s"], "%.0f")]) + "\n")
 
 
 def write_runs_tsv(res, runs):
@@ -310,7 +322,8 @@ def write_runs_tsv(res, runs):
             "kicks_per_io", "wakeups_per_io", "iops", "window_ms",
             "l1_other_cpus", "busy", "hlt_exits_per_io", "irq_exits_per_io",
             "reqs_per_batch", "reqs_per_wait", "base_runs",
-            "base_exits_spread_pct", "l3_insns_per_io", "looks_per_wait"]
+            "base_exits_spread_pct", "l3_insns_per_io", "looks_per_wait",
+            "ticks_per_io", "notifications_per_io", "exits_per_s"]
     with open(os.path.join(res, "cost-runs.tsv"), "w") as f:
         f.write("\t".join(cols) + "\n")
         for r in runs:
@@ -328,7 +341,8 @@ def write_runs_tsv(res, runs):
                 fmt(r["reqs_wait"], "%.1f"), str(r["base_runs"]),
                 fmt(r["base_exits_spread"], "%.1f"),
                 fmt(r["l3insns_io"], "%.0f"),
-                fmt(r["looks_wait"], "%.1f")]) + "\n")
+                fmt(r["looks_wait"], "%.1f"), fmt(r["ticks_io"], "%.3f"),
+                fmt(r["notifs_io"], "%.3f"), fmt(r["exits_s"], "%.0f")]) + "\n")
 
 
 def get(summ, b, row, wl):
@@ -359,7 +373,11 @@ def cost_md(summ, runs):
     w("the exits among them for the guest going idle and for interrupts of L2's own")
     w("(KVM's halt_exits and irq_exits in L2); batch: vhost_blk's requests per")
     w("completion batch, and per wait for the guest's burst (each ends in one")
-    w("fetching pass). Runs taken while other processes used more than %.2f host" % BUSY_CPUS)
+    w("fetching pass). L3 ticks: the guest's local timer interrupts per I/O (each")
+    w("costs exits whatever the backend); exits/s: exits a second of the window,")
+    w("about the same in every row where they come with time, so that exits/IO")
+    w("follows 1 / IOPS; notif/IO: kicks + queue interrupts, the datapath's own.")
+    w("Runs taken while other processes used more than %.2f host" % BUSY_CPUS)
     w("CPUs are counted as busy.")
     for b in sorted({k[0] for k in summ}):
         for wl in sorted({k[2] for k in summ if k[0] == b}):
@@ -369,10 +387,11 @@ def cost_md(summ, runs):
             w("")
             w("### %s: %s" % (b, wl))
             w("")
-            w("| row | insns/IO | spread | L3, L2 | exits/IO | HLT, L2 irq | irq/IO | kicks/IO "
+            w("| row | insns/IO | spread | L3, L2 | exits/IO | HLT, L2 irq | L3 ticks, exits/s "
+              "| irq/IO | kicks/IO | notif/IO "
               "| wakeups/IO | batch, per wait, looks | weighted/IO | x aio=native (insns, exits, weighted) "
               "| IOPS | runs | boots |")
-            w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+            w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
             for row in rows:
                 s = summ[(b, row, wl)]
                 rel = "-"
@@ -399,11 +418,13 @@ def cost_md(summ, runs):
                     batch += ", " + fmt(s["reqs_wait"], "%.1f")
                     if s["looks_wait"] is not None:
                         batch += ", " + fmt(s["looks_wait"], "%.1f")
-                w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
-                  "| %d%s | %s |" % (
+                ticks = "%s, %s" % (fmt(s["ticks_io"], "%.2f"), fmt(s["exits_s"]))
+                w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+                  "| %s | %d%s | %s |" % (
                       row, fmt(s["insns_io"]), fmt(s["insns_spread"], "%.1f%%"),
-                      split, fmt(s["exits_io"], "%.2f"), why, fmt(s["irqs_io"], "%.2f"),
-                      fmt(s["kicks_io"], "%.2f"), fmt(s["wakeups_io"], "%.2f"),
+                      split, fmt(s["exits_io"], "%.2f"), why, ticks,
+                      fmt(s["irqs_io"], "%.2f"), fmt(s["kicks_io"], "%.2f"),
+                      fmt(s["notifs_io"], "%.3f"), fmt(s["wakeups_io"], "%.2f"),
                       batch, fmt(s["weighted_io"]), rel,
                       fmt(s["iops"]), s["runs"], note, boots))
     # Repeatability: a row measured again in the same L2 boot (ROW@2).
@@ -580,6 +601,25 @@ def targets_md(summ):
             "at most" if le else "at least", limit, v,
             " [" + "; ".join(note) + "]" if note else ""))
 
+    def exits_parts(a, b):
+        """Under an exits target: how much of each row's exits is the
+        datapath's and how much comes with time (informational)."""
+        if not a or not b or a["exits_io"] is None or b["exits_io"] is None:
+            return
+        part = []
+        if a["notifs_io"] is not None and b["notifs_io"] is not None:
+            part.append("notifications (kicks + queue interrupts) %s and %s an I/O%s" % (
+                fmt(a["notifs_io"], "%.3f"), fmt(b["notifs_io"], "%.3f"),
+                fmt(ratio(a["notifs_io"], b["notifs_io"]), " (%.2fx)", "")))
+        if a["ticks_io"] is not None and b["ticks_io"] is not None:
+            part.append("L3 timer interrupts %s and %s an I/O" % (
+                fmt(a["ticks_io"], "%.3f"), fmt(b["ticks_io"], "%.3f")))
+        if a["exits_s"] is not None and b["exits_s"] is not None:
+            part.append("exits a second %s and %s at %s and %s IOPS" % (
+                fmt(a["exits_s"]), fmt(b["exits_s"]), fmt(a["iops"]), fmt(b["iops"])))
+        if part:
+            w("  - what the exits are (informational): " + "; ".join(part))
+
     backends = sorted({k[0] for k in summ})
     for b in backends:
         for wl in ("4k-randread-qd32", "4k-randwrite-qd32",
@@ -589,6 +629,7 @@ def targets_md(summ):
             for v in ("vhost-blk-mq", "vhost-blk-bio"):
                 s = get(summ, b, v, wl)
                 judge("%s exits/IO vs QEMU aio=native, %s %s" % (v, b, wl), s, qn, "exits_io", 0.5)
+                exits_parts(s, qn)
                 judge("%s insns/IO vs QEMU aio=native, %s %s" % (v, b, wl), s, qn, "insns_io", 0.625)
                 judge("%s insns/IO vs qemu-storage-daemon, %s %s" % (v, b, wl), s, qs, "insns_io", 0.7)
         for wl in ("4k-randread-qd16-j8", "4k-randwrite-qd16-j8",

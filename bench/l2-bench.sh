@@ -406,7 +406,7 @@ X
 l3_pair_phase() {
 	cat <<X
 fail() { echo "@@FAIL $1 - in L3: \$*@@"; echo "@@FAIL $2 - in L3: \$*@@"; exit 1; }
-modprobe virtio_blk_bio use_bio=0 || fail "modprobe virtio_blk_bio failed"
+modprobe virtio_blk_bio use_bio=0 $L3_VBB || fail "modprobe virtio_blk_bio failed"
 for i in \$(seq 1 40); do [ -b /dev/vdb ] && break; sleep 0.25; done
 [ -b /dev/vdb ] || fail "no /dev/vdb"
 v=\$(basename "\$(readlink -f /sys/block/vdb/device)")
@@ -467,13 +467,29 @@ memdev="-object memory-backend-memfd,id=mem,size=$l3mem,share=on -numa node,memd
 # set_params "MODULE.PARAM=VALUE ...": write module parameters (sysfs), or with
 # MODULE "sched" one of the scheduler's tunables in debugfs (such as
 # sched.wakeup_granularity_ns on 6.1); what they were before goes to
-# PARAMS_SAVED. PARAMS applies to the whole run.
-PARAMS_SAVED=
+# PARAMS_SAVED. PARAMS applies to the whole run. virtio_blk_bio's go to the
+# L3 guests: on the driver's modprobe line there (L3_VBB, "PARAM=VALUE ...";
+# an empty VALUE takes PARAM off it), but use_bio, which the row decides.
+PARAMS_SAVED= L3_VBB=
+vbb_get() { local a; for a in $L3_VBB; do [ "${a%%=*}" = "$1" ] && echo "${a#*=}"; done; }
+vbb_set() { # PARAM VALUE
+	local a n=
+	for a in $L3_VBB; do [ "${a%%=*}" = "$1" ] || n="$n $a"; done
+	[ -n "$2" ] && n="$n $1=$2"
+	L3_VBB=${n# }
+}
 set_params() {
 	local p m k f
 	PARAMS_SAVED=
 	for p in $1; do
 		m=${p%%.*} k=${p#*.}; k=${k%%=*}
+		if [ "$m" = virtio_blk_bio ]; then
+			[ "$k" = use_bio ] && { note "virtio_blk_bio.use_bio: the row decides it"; continue; }
+			PARAMS_SAVED="$PARAMS_SAVED $m.$k=$(vbb_get "$k")"
+			vbb_set "$k" "${p#*=}"
+			note "parameter $m.$k = ${p#*=} (in the L3 guests)"
+			continue
+		fi
 		if [ "$m.$k" = l3.hpet ]; then
 			case ${p#*=} in on|off) ;; *) note "l3.hpet: on or off, not ${p#*=}"; continue ;; esac
 			PARAMS_SAVED="$PARAMS_SAVED l3.hpet=$L3_HPET"
@@ -623,7 +639,7 @@ for backend in $BACKENDS; do
 				dopt=,iothread=io0
 			fi
 			setup="modprobe virtio_blk"
-			[ $kind = vbb-mq-qemu ] && setup="modprobe virtio_blk_bio use_bio=0"
+			[ $kind = vbb-mq-qemu ] && setup="modprobe virtio_blk_bio use_bio=0 $L3_VBB"
 			QUICK=$wlq l3_row "$r" "$setup" "${io[@]}" \
 				-drive file=$dev,if=none,id=d0,format=$fmt,cache=none,aio=$aio \
 				-device virtio-blk-pci,drive=d0,num-queues=$queues$dopt$dev_opts ;;
@@ -668,7 +684,7 @@ for backend in $BACKENDS; do
 			done
 			if [ $ok = 1 ]; then
 				ub=0; [ $kind = vhost-blk-bio ] && ub=1
-				QUICK=$wlq PAIR_ROW=$pair l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub" \
+				QUICK=$wlq PAIR_ROW=$pair l3_row "$r" "modprobe virtio_blk_bio use_bio=$ub $L3_VBB" \
 					$memdev "${qargs[@]}"
 			fi
 			kill $bpids; wait $bpids 2>/dev/null ;;

@@ -415,6 +415,23 @@ check "workloads.sh: queue and local timer interrupts of an L3 guest" \
 	test "$(fake_irq)" = "3412 3750"
 check "workloads.sh: no virtio-blk queue, no figures" \
 	test "$(fake_irq noqueue)" = "- -"
+# l2-bench.sh's set_params: virtio_blk_bio's parameters go on the L3
+# guests' modprobe line, a ROW@2's are taken back after it, use_bio is the
+# row's.
+vbb_params() {
+	eval "$(sed -n '/^vbb_get() {/p; /^vbb_set() {/,/^}$/p; /^set_params() {$/,/^}$/p' "$top/bench/l2-bench.sh")"
+	note() { :; }
+	local L3_VBB= PARAMS_SAVED= saved
+	set_params "virtio_blk_bio.io_timeout=5 virtio_blk_bio.use_bio=1"
+	echo "[$L3_VBB]"
+	set_params "virtio_blk_bio.io_timeout=7 virtio_blk_bio.queue_depth=64"
+	saved=$PARAMS_SAVED
+	echo "[$L3_VBB]"
+	set_params "$saved"
+	echo "[$L3_VBB]"
+}
+check "l2-bench.sh: virtio_blk_bio's parameters for the L3 guests, set and taken back" \
+	test "$(vbb_params | tr '\n' ' ')" = "[io_timeout=5] [io_timeout=7 queue_depth=64] [io_timeout=5] "
 # l2-bench.sh's stall guard stops a hung L3 by its command line; L2's image
 # has no pkill, so it must do that with builtins alone: with no PATH at all.
 stall_kill() {

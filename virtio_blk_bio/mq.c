@@ -378,9 +378,9 @@ static void vbb_mq_complete(struct request *req)
 }
 
 /*
- * From ->poll: a request that succeeded joins the poller's batch, its
- * scatterlist and range list freed now (blk_mq_end_request_batch() ends it
- * like blk_mq_end_request() would, but together with the others).
+ * A request that succeeded joins the batch of the poller or the interrupt,
+ * its scatterlist and range list freed now (blk_mq_end_request_batch() ends
+ * it like blk_mq_end_request() would, but together with the others).
  */
 static bool vbb_mq_to_batch(struct request *req, struct vbb_mq_req *r,
 			    struct io_comp_batch *iob)
@@ -393,8 +393,9 @@ static bool vbb_mq_to_batch(struct request *req, struct vbb_mq_req *r,
 
 /*
  * Under q->lock: complete what the device has returned on @q, from the
- * interrupt (@iob NULL) or from ->poll. A hardware queue stopped on a full
- * ring is started again. Returns the number of requests taken.
+ * interrupt or from ->poll; what succeeded goes to @iob, for the caller to
+ * end once the lock is dropped. A hardware queue stopped on a full ring is
+ * started again. Returns the number of requests taken.
  */
 static int vbb_mq_reap(struct vbb_dev *vb, struct vbb_vq *q,
 		       struct io_comp_batch *iob)
@@ -423,11 +424,17 @@ static int vbb_mq_reap(struct vbb_dev *vb, struct vbb_vq *q,
 	return n;
 }
 
-/* Interrupt of a request queue. */
+/*
+ * Interrupt of a request queue (and the timeout handler's look at it). The
+ * requests that succeeded are ended together once the lock is dropped: the
+ * tags and the queue's usage count in one go for all of them, and no bio's
+ * completion runs with the queue locked. The others end one by one.
+ */
 void vbb_mq_done(struct virtqueue *vq)
 {
 	struct vbb_dev *vb = vq->vdev->priv;
 	struct vbb_vq *q = &vb->vqs[vq->index];
+	DEFINE_IO_COMP_BATCH(iob);
 	unsigned long flags;
 	unsigned int seen;
 
@@ -435,10 +442,13 @@ void vbb_mq_done(struct virtqueue *vq)
 	/* until no buffer came back between the last reap and re-enabling */
 	do {
 		virtqueue_disable_cb(vq);
-		vbb_mq_reap(vb, q, NULL);
+		vbb_mq_reap(vb, q, &iob);
 		seen = virtqueue_enable_cb_prepare(vq);
 	} while (unlikely(virtqueue_poll(vq, seen)));
 	spin_unlock_irqrestore(&q->lock, flags);
+	/* set by the first request that joined the batch */
+	if (iob.complete)
+		iob.complete(&iob);
 }
 
 /* ->poll of a poll queue (no interrupt): reap into the caller's batch. */

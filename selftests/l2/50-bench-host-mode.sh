@@ -7,7 +7,8 @@
 # alone. A short run (one workload, one repetition, few I/Os) of the rows a
 # host bench compares: every row prints a whole fio result, the vhost rows show
 # vhost_blk serving requests, each run has its cost window (its counters read
-# by L2 before the guest went on: L2 answered), the guests have no HPET, and
+# by L2 before the guest went on: L2 answered, the guests' own counters
+# reported), the guests have no HPET, and
 # the host is left as it was (null_blk unloaded, no bridge running).
 ok() { echo "ok - bench host mode: $*"; }
 nok() { echo "not ok - bench host mode: $*"; }
@@ -58,6 +59,13 @@ m=$(grep -c '^=== L3 #.* -machine hpet=off ' /tmp/bench-l3-console.log 2>/dev/nu
 grep -qx '@@SET l3_hpet off@@' $out && [ "${n:-0}" -ge 1 ] && [ "$m" = "$n" ] &&
 	ok "the guests ran without an HPET ($m of $n)" ||
 	nok "the guests ran without an HPET: $(grep '^@@SET l3_hpet' $out), ${m:-0} of ${n:-0} with -machine hpet=off"
+# The guests' counters of each run: queue interrupts, kicks, busy jiffies
+# and local timer interrupts (the last field).
+n=$(grep -c '^@@GUEST nullb/vhost-blk-' $out)
+m=$(grep -cE '^@@GUEST nullb/vhost-blk-(mq|bio) 4k-randread-qd32 [^ ]+ [1-9][0-9]* [0-9-]+ [0-9]+ [0-9]+@@$' $out)
+[ "${n:-0}" -ge 2 ] && [ "$m" = "$n" ] &&
+	ok "each guest run reports its queue and timer interrupts ($m of $n)" ||
+	nok "each guest run reports its queue and timer interrupts: ${m:-0} of ${n:-0}: $(grep -m 1 '^@@GUEST' $out)"
 [ ! -d /sys/module/null_blk ] && ok "null_blk unloaded afterwards" || nok "null_blk unloaded afterwards"
 [ -z "$(pidof vhost-blk-bridge)" ] && ok "no bridge left running" || nok "no bridge left running"
 [ "$(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/null)" = "$hp0" ] &&

@@ -6,7 +6,7 @@ Inputs (written by scripts/bench.sh into RESULTS_DIR and, for a second pass in
 a fresh L2 boot, RESULTS_DIR/pass2): runs.tsv (one line per fio run, from its
 JSON; bench-report.sh), windows.txt (the vbcount plugin's counts joined to the
 runs: row workload rep boot id insns exits ns l1_other), guest.txt (the L3
-guest's interrupts and kicks), host.txt (L2's context switches), kvm.txt
+guest's queue interrupts, kicks, busy time and timer interrupts), host.txt (L2's context switches), kvm.txt
 (KVM's counters in L2: the L3 guest's HLT exits and exits for L2's own
 interrupts; vhost_blk's requests, completion batches, waits for the
 guest's burst and looks at the ring during them),
@@ -158,7 +158,8 @@ def load_pass(d, pas):
              "ios": fio[k]["ios"], "irqs": x.get("irqs"),
              "kicks": x.get("kicks"), "wakeups": x.get("wakeups"),
              "halts": x.get("halts"), "hirqs": x.get("hirqs"),
-             "ticks": x.get("ticks"), "vreqs": x.get("vreqs"), "vbatches": x.get("vbatches"),
+             "ticks": x.get("ticks"), "vreqs": x.get("vreqs"),
+             "vbatches": x.get("vbatches"),
              "vwaits": x.get("vwaits"), "vlooks": x.get("vlooks")}
         if is_base(k[3]):
             if k in raw:	# an earlier boot's: its figures were not its own

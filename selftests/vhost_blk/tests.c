@@ -1378,7 +1378,9 @@ static bool burst_reads(struct vbt_vq *vq, struct vbt_mem *m,
  * the ring holding less than expected and not grown, the short burst is
  * taken.
  * 40 rounds of 8 reads and then 1; the single read's wait ends long before
- * the bound of 2 ms, unless the test is descheduled for that long.
+ * the bound of 2 ms, unless the test is descheduled for that long. Without
+ * the rule every single read's wait runs to the bound (40 of 40); with it
+ * 0-11 did here, the most under a loaded TCG host: at most half may.
  */
 static void t_batching_short(struct vbt_mem *m)
 {
@@ -1399,8 +1401,8 @@ static void t_batching_short(struct vbt_mem *m)
 	waits = stat_total("batch_waits") - w0;
 	timeouts = stat_total("batch_timeouts") - t0;
 	vbt_dev_close(&d);
-	tap_result(ok && waits >= 40 && timeouts <= 10,
-		   "%s (%llu waits, %llu ran to the bound, at most 10)",
+	tap_result(ok && waits >= 40 && timeouts <= 20,
+		   "%s (%llu waits, %llu ran to the bound, at most 20)",
 		   what, waits, timeouts);
 }
 

@@ -102,18 +102,13 @@ ctxt() { local k v; while read -r k v _; do [ "$k" = ctxt ] && { echo "$v"; retu
 # In an L3 guest: interrupts of the virtio-blk request queues ("-" elsewhere),
 # then its local timer interrupts, all vCPUs: "QUEUE TIMER".
 virq() {
-	local l f n=0 t=0 seen=0
+	local l f s n=0 t=0 seen=0
 	while read -r l; do
-		case $l in
-		LOC:*) set -- $l; shift
-			for f; do case $f in *[!0-9]*) break ;; *) t=$((t + f)) ;; esac; done
-			continue ;;
-		*virtio*-req*) ;;
-		*) continue ;;
-		esac
-		seen=1
+		case $l in LOC:* | *virtio*-req*) ;; *) continue ;; esac
+		s=0
 		set -- $l; shift
-		for f; do case $f in *[!0-9]*) break ;; *) n=$((n + f)) ;; esac; done
+		for f; do case $f in *[!0-9]*) break ;; *) s=$((s + f)) ;; esac; done
+		case $l in LOC:*) t=$((t + s)) ;; *) n=$((n + s)) seen=1 ;; esac
 	done </proc/interrupts
 	[ $seen = 1 ] && echo "$n $t" || echo "- -"
 }

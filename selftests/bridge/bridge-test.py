@@ -51,6 +51,7 @@ PF_LOG_SHMFD, PF_REPLY_ACK, PF_BACKEND_REQ, PF_CONFIG = 1, 3, 5, 9
 F_LOG_ALL, VRING_F_LOG = 26, 0
 WCE_OFF = 32
 O_DSYNC = 0o10000
+O_NOATIME = 0o1000000
 
 failures = 0
 work = tempfile.mkdtemp(prefix="bridge-test.")
@@ -459,6 +460,10 @@ def test_single_open(_):
         check("the backend is open twice at start, same inode, one O_DSYNC (%s)" % fds,
               len(fds) == 2 and all(i == orig for _, i, _ in fds) and
               sorted(bool(f & O_DSYNC) for _, _, f in fds) == [False, True])
+        if os.getuid() == 0:
+            check("  both O_NOATIME: the bridge may, as root (flags %s)"
+                  % [oct(f) for _, _, f in fds],
+                  len(fds) == 2 and all(f & O_NOATIME for _, _, f in fds))
         # Replace the file at the path, then switch the write cache both
         # ways and open new sessions: nothing may follow the path.
         os.rename(be, be + ".old")
@@ -984,6 +989,46 @@ def test_user(be):
     check("--user naming no user: exit status 1", rc == 1, out)
 
 
+def test_noatime_fallback(_):
+    """A bridge that may not set O_NOATIME (not the file's owner, no
+    CAP_FOWNER) opens the backend without it and serves."""
+    if os.getuid() != 0:
+        skip("O_NOATIME fallback", "needs root (to run the bridge as nobody)")
+        return
+    nobody = pwd.getpwnam("nobody")
+    d = tempfile.mkdtemp(prefix="bridge-noatime.")
+    try:
+        os.chmod(d, 0o755)
+        be = os.path.join(d, "root-owned.img")
+        with open(be, "wb") as f:
+            f.truncate(16 << 20)
+        os.chmod(be, 0o666)
+        os.chown(d, nobody.pw_uid, nobody.pw_gid)	# for its socket
+        path = os.path.join(d, "noatime.sock")
+
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+        b = Bridge("noatime", ["--backend", be, "--no-kernel", "--buffered",
+                               "--socket", path], preexec=as_nobody,
+                   wait_socket=True)
+        try:
+            if not check("a bridge running as nobody starts on a root-owned "
+                         "backend", b.alive(), b.text()):
+                return
+            fds = backend_fds(b.pid)
+            check("  and opens it "
+                  "without O_NOATIME (flags %s)" % [oct(f) for _, _, f in fds],
+                  len(fds) == 2 and not any(f & O_NOATIME for _, _, f in fds),
+                  b.text())
+            check("  and serves", get_features_ok(path), b.text())
+        finally:
+            b.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     if not os.access(BRIDGE, os.X_OK):
         nok("binary %s built" % BRIDGE)
@@ -995,7 +1040,7 @@ def main():
                   test_timeouts, test_sigterm_blocked_reply, test_accept_errors,
                   test_writeback_without_flush, test_backend_lock,
                   test_resume_at_used, test_resize,
-                  test_migration_log, test_user):
+                  test_migration_log, test_user, test_noatime_fallback):
             try:
                 t(be)
             except Exception as e:	# a test that breaks is a failure, the rest run

@@ -649,8 +649,9 @@ def targets_md(summ):
 def settings_md(res, counted):
     """What was set for repeatable counts (benchmarks.rst): L2 KVM's halt
     polling ("SET halt_poll_ns N", settings.txt, bench/l2-bench.sh), where
-    L3's threads ran ("SET pin vcpus-mod-N,backend-cpuC" or "off"), whether
-    the L3 guests had an HPET ("SET l3_hpet on|off") and the
+    L3's threads ran ("SET pin vcpus-mod-N,backend-cpuC" or "off"), the L3
+    guests' vCPUs ("SET l3_cpus N") and whether any shared the backend's
+    CPU, whether the L3 guests had an HPET ("SET l3_hpet on|off") and the
     L3 guests' idle loop ("IDLE backend/row driver governor polling",
     idle.txt, bench/workloads.sh), shown, and flagged where it was not so.
     Fills POLLING."""
@@ -702,6 +703,25 @@ def settings_md(res, counted):
             line = "- L3 threads in L2: pinned (%s)" % ", ".join(
                 v.replace("vcpus-mod-", "vCPU i on CPU i mod ")
                  .replace(",backend-cpu", ", the backend on CPU ") for v in vals)
+        w(line)
+    l3 = sets.get("l3_cpus")
+    if l3:
+        vals = sorted(set(l3), key=int)
+        line = "- L3 guests: %s vCPU(s), as many queues per disk" % ", ".join(vals)
+        layout = [v for v in sorted(set(pin or [])) if v.startswith("vcpus-mod-")]
+        if layout:
+            m = re.match(r"vcpus-mod-(\d+),backend-cpu(\d+)$", layout[0])
+            if m:
+                mod, cpu = int(m.group(1)), int(m.group(2))
+                shared = [i for i in range(max(int(v) for v in vals))
+                          if mod and i % mod == cpu]
+                if shared:
+                    line += ("; vCPU %s on the backend's CPU %d: the backend "
+                             "runs when L2's scheduler lets it, and that decides "
+                             "how much its notifications batch"
+                             % (", ".join(str(i) for i in shared), cpu))
+                else:
+                    line += "; none on the backend's CPU %d" % cpu
         w(line)
     hpet = sets.get("l3_hpet")
     if hpet:

@@ -9,7 +9,8 @@
 # WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, IOS=N the I/Os
 # of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048), BASE_REPS
 # the counted base runs of each workload (default 3, QUICK=1: 1; benchmarks.rst).
-# L3_CPUS (default 2): the L3 guests' vCPUs and their devices' queues;
+# L3_CPUS (default L2_CPUS - 1, at least 1; 2 on a host with KVM): the L3
+# guests' vCPUs and their devices' queues;
 # L2_CPUS (default 2): L2's vCPUs. PROFILE=1: where each counted run's
 # instructions went, by function (scripts/bench-profile.py: profile.md;
 # slower, exits perturbed). PIN=0: L3's threads not pinned in L2; PIN_CPU: the
@@ -436,7 +437,7 @@ for k in $kernels; do
 	passes=${PASSES:-2}
 	[ "${QUICK:-0}" = 1 ] && passes=${PASSES:-1}
 	[ -n "${RESUME:-}" ] || echo "PASSES=$passes L2_CPUS=${L2_CPUS:-2}" >"$res/bench.env"
-	echo "bench: kernel $rel ($accel$([ "$accel" = tcg ] && echo ", counted by the vbcount plugin")), QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-2}, results in $res"
+	echo "bench: kernel $rel ($accel$([ "$accel" = tcg ] && echo ", counted by the vbcount plugin")), QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-$((${L2_CPUS:-2} > 1 ? ${L2_CPUS:-2} - 1 : 1))}, results in $res"
 	for pass in $(seq 1 "$passes"); do
 		pres=$res
 		[ "$pass" -gt 1 ] && pres=$res/pass$pass

@@ -12,7 +12,7 @@
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 d=$(mktemp -d) kvm=$(mktemp -d) nowin=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$d" "$kvm" "$nowin"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$d" "$kvm" "$nowin" "${shared:-}"' EXIT
 mkdir -p "$d/json"
 fail=0
 ok() { echo "ok - bench report: $*"; }
@@ -195,7 +195,7 @@ echo "counted 6.12.0" >"$d/counted"
 # polling off in L2; every L3 idle loop without polling but qsd's, whose
 # haltpoll could not be turned off. The KVM host keeps its own halt
 # polling; the marker-only run had it on in L2.
-printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\nSET exit_reasons on\nSET l3_hpet off\n' >"$d/settings.txt"
+printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\nSET exit_reasons on\nSET l3_hpet off\nSET l3_cpus 1\n' >"$d/settings.txt"
 {
 	for r in qemu-native vhost-blk-mq vhost-blk-bio qemu-native@2; do echo "IDLE nullb/$r none - off"; done
 	echo "IDLE nullb/qsd haltpoll haltpoll on"
@@ -203,7 +203,12 @@ printf 'SET halt_poll_ns 0\nSET pin vcpus-mod-2,backend-cpu1\nSET exit_reasons o
 echo "SET halt_poll_ns 200000" >"$kvm/settings.txt"
 printf 'SET halt_poll_ns 200000\nSET pin off\nSET l3_hpet on\n' >"$nowin/settings.txt"
 
-for dir in "$d" "$kvm" "$nowin"; do
+# The same run with two L3 vCPUs: vCPU 1 shares the backend's CPU.
+shared=$(mktemp -d)
+cp -a "$d/." "$shared/"
+sed -i 's/^SET l3_cpus 1$/SET l3_cpus 2/' "$shared/settings.txt"
+
+for dir in "$d" "$kvm" "$nowin" "$shared"; do
 	if ! "$top/scripts/bench-report.sh" "$dir" >"$dir/report.log" 2>&1; then
 		nok "bench-report.sh exits 0"; sed 's/^/#   /' "$dir/report.log"; exit 1
 	fi
@@ -341,6 +346,13 @@ check "settings: L2 halt polling off, shown in targets.md" \
 	grep -qxF -- "- L2 KVM halt_poll_ns: 0 (halt polling off)" "$d/targets.md"
 check "settings: L3's threads pinned in L2, shown in targets.md" \
 	grep -qxF -- "- L3 threads in L2: pinned (vCPU i on CPU i mod 2, the backend on CPU 1)" "$d/targets.md"
+check "settings: one L3 vCPU, none on the backend's CPU (targets.md, table.md header)" \
+	bash -c "grep -qxF -- \"- L3 guests: 1 vCPU(s), as many queues per disk; none on the backend's CPU 1\" '$d/targets.md' &&
+		grep -qxF 'L3 guests: 1 vCPU(s), as many queues per device.' '$d/table.md'"
+check "settings: two L3 vCPUs, vCPU 1 on the backend's CPU, said" \
+	grep -qF -- "- L3 guests: 2 vCPU(s), as many queues per disk; vCPU 1 on the backend's CPU 1: " "$shared/targets.md"
+check "settings: no l3_cpus line, no L3 guests line in the settings (a run before it)" \
+	bash -c "! grep -q -- '^- L3 guests: ' '$nowin/targets.md'"
 check "settings: the L3 guests without an HPET, shown in targets.md" \
 	grep -qxF -- "- L3 guests' HPET: off (-machine hpet=off)" "$d/targets.md"
 check "settings: L3 guests with an HPET say what it costs" \

@@ -704,7 +704,7 @@ def settings_md(res, counted):
                 v.replace("vcpus-mod-", "vCPU i on CPU i mod ")
                  .replace(",backend-cpu", ", the backend on CPU ") for v in vals)
         w(line)
-    l3 = sets.get("l3_cpus")
+    l3 = [v for v in sets.get("l3_cpus", []) if v.isdigit()]
     if l3:
         vals = sorted(set(l3), key=int)
         line = "- L3 guests: %s vCPU(s), as many queues per disk" % ", ".join(vals)

@@ -85,7 +85,7 @@ rows_order="native qemu-threads qemu-native qemu-io_uring vbb-mq-qemu qsd vhost-
 {
 	echo "# Benchmark results: $(basename "$res")"
 	echo
-	l3=$(awk '$1 == "SET" && $2 == "l3_cpus" { print $3; exit }' settings.txt 2>/dev/null)
+	l3=$(awk '$1 == "SET" && $2 == "l3_cpus" { print $3; exit }' settings.txt 2>/dev/null || true)
 	echo "L3 guests: ${l3:-${L3_CPUS:-2}} vCPU(s), as many queues per device."
 	echo "Median of the repetitions; spread = (max - min) / median of IOPS. A row cut"
 	echo "short by the nested-KVM flake says how many of the $reps runs it finished."

@@ -57,7 +57,8 @@ here=${BENCH_DIR:-$(cd "$(dirname "$0")" && pwd)}
 l3mem=1G
 # The L3 guests get L3_CPUS vCPUs and every device that many queues: by
 # default one fewer than L2 has CPUs (at least one; 2 on a host with KVM), so
-# that, pinned (below), no vCPU shares an L2 CPU with the backend. Sharing
+# that, pinned (below) with the default PIN_CPU, no vCPU shares an L2 CPU with
+# the backend. Sharing
 # one, the backend ran when L2's scheduler let it, and how much each of its
 # notifications batched came from that, in every row alike
 # (Documentation/benchmarks.rst, "Making counts repeat").

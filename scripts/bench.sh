@@ -437,7 +437,7 @@ for k in $kernels; do
 	passes=${PASSES:-2}
 	[ "${QUICK:-0}" = 1 ] && passes=${PASSES:-1}
 	[ -n "${RESUME:-}" ] || echo "PASSES=$passes L2_CPUS=${L2_CPUS:-2}" >"$res/bench.env"
-	echo "bench: kernel $rel ($accel$([ "$accel" = tcg ] && echo ", counted by the vbcount plugin")), QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-$((${L2_CPUS:-2} > 1 ? ${L2_CPUS:-2} - 1 : 1))}, results in $res"
+	echo "bench: kernel $rel ($accel$([ "$accel" = tcg ] && echo ", counted by the vbcount plugin")), QUICK=${QUICK:-0}, L2 vCPUs ${L2_CPUS:-2}, L3 vCPUs and queues ${L3_CPUS:-one fewer than L2 has}, results in $res"
 	for pass in $(seq 1 "$passes"); do
 		pres=$res
 		[ "$pass" -gt 1 ] && pres=$res/pass$pass

@@ -129,6 +129,8 @@ echo "@@SET halt_poll_ns $(cat /sys/module/kvm/parameters/halt_poll_ns 2>/dev/nu
 # QEMU_POLL_NS: poll-max-ns of the QEMU rows' iothread (unset: QEMU's own
 # adaptive polling, up to 32 us); vhost_blk's rows do not poll.
 echo "@@SET qemu_poll_ns ${QEMU_POLL_NS:-default}@@"
+# NULLB_LAT_NS: how long nullb-lat takes to complete a request.
+echo "@@SET nullb_lat_ns ${NULLB_LAT_NS:-30000}@@"
 # DEVICE_OPTS: properties added to every L3 disk of the QEMU, qsd and
 # vhost_blk rows (virtio-blk-pci and vhost-user-blk-pci alike), for example
 # "indirect_desc=off,queue-size=256": the same for every row compared.

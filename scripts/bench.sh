@@ -61,6 +61,7 @@ pass_env() {
 	[ -n "${PIN:-}" ] && echo "export PIN='$PIN'"
 	[ -n "${PIN_CPU:-}" ] && echo "export PIN_CPU='$PIN_CPU'"
 	[ -n "${QEMU_POLL_NS:-}" ] && echo "export QEMU_POLL_NS='$QEMU_POLL_NS'"
+	[ -n "${NULLB_LAT_NS:-}" ] && echo "export NULLB_LAT_NS='$NULLB_LAT_NS'"
 	[ -n "${DEVICE_OPTS:-}" ] && echo "export DEVICE_OPTS='$DEVICE_OPTS'"
 	[ -n "${EXIT_REASONS:-}" ] && echo "export EXIT_REASONS='$EXIT_REASONS'"
 	[ -n "${PROFILE:-}" ] && echo "export PROFILE='$PROFILE'"
@@ -347,7 +348,7 @@ host_pass() {
 		QUICK="${QUICK:-0}" REPS="${REPS:-3}" IOS="${IOS:-262144}" IOS_QD1="${IOS_QD1:-16384}" BASE_REPS="${BASE_REPS:-}" \
 		ROWS="${ROWS:-}" BACKENDS="${BACKENDS:-}" WORKLOADS="${WORKLOADS:-}" RUNTIME="${RUNTIME:-}" \
 		L3_CPUS="${L3_CPUS:-}" REPEAT_ROW="${REPEAT_ROW-qemu-native}" \
-		PARAMS="${PARAMS:-}" REPEAT_PARAMS="${REPEAT_PARAMS:-}" "${rwl[@]}" \
+		PARAMS="${PARAMS:-}" REPEAT_PARAMS="${REPEAT_PARAMS:-}" NULLB_LAT_NS="${NULLB_LAT_NS:-}" "${rwl[@]}" \
 		"$TOP/bench/l2-bench.sh" 2>&1 | tee "$res/attempt-1.log" |
 		grep --line-buffered -E '^# |^@@(START|FAIL|RERUN)' | sed -u 's/^@@START \(.*\)@@/  running \1/'
 	rc=${PIPESTATUS[0]}
@@ -371,7 +372,7 @@ resume_settings() {
 	local res=$1
 	unset ROWS BACKENDS L3_CPUS WORKLOADS RUNTIME IOS IOS_QD1 BASE_REPS REPEAT_ROW REPEAT_PARAMS \
 		REPEAT_WORKLOADS PARAMS PIN PIN_CPU QEMU_POLL_NS DEVICE_OPTS EXIT_REASONS PROFILE PASSES L2_CPUS \
-		L3_HPET
+		L3_HPET NULLB_LAT_NS
 	eval "$(sed -e '1s/ FROM_ROW=.*//' -e '/^export FROM_ROW=/d' -e '/^exec /d' -e '/# retry$/d' "$res/run.sh")"
 	[ -f "$res/bench.env" ] && . "$res/bench.env"
 	return 0

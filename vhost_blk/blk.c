@@ -43,6 +43,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 		atomic_set(&bvq->pending, 0);
 		vhost_work_init(&bvq->done_work, vhost_blk_done_work);
 		vhost_blk_batch_init(bvq);
+		vhost_blk_irq_init(bvq);
 		bvq->vq.handle_kick = vhost_blk_handle_kick;
 		blk->vqp[i] = &bvq->vq;
 	}
@@ -53,6 +54,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	spin_lock_init(&blk->sync_lock);
 	blk->num_queues = 1;
 	blk->batch_delay_us = READ_ONCE(vhost_blk_batch_delay_us);
+	blk->irq_delay_us = min_t(u32, READ_ONCE(vhost_blk_irq_delay_us),
+				  VHOST_BLK_IRQ_DELAY_MAX);
 	vhost_blk_poll_init(blk);
 	blk->id = atomic_inc_return(&vhost_blk_ids);
 	vhost_blk_stats_add(blk);
@@ -85,6 +88,12 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	wait_event(blk->pending_wait, !vhost_blk_pending(blk));
 	/* Completion callbacks have left their RCU sections. */
 	synchronize_rcu();
+	/*
+	 * No interrupt is held past the flush: what the workers retire now is
+	 * all that was in flight, and so is sent at once.
+	 */
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		vhost_blk_irq_stop(&blk->vqs[i]);
 	/* The workers retire what completed. */
 	vhost_dev_flush(&blk->dev);
 	vhost_blk_retire_orphans(blk);
@@ -474,6 +483,23 @@ static long vhost_blk_set_batch_delay(struct vhost_blk *blk, u32 __user *uarg)
 	return ret;
 }
 
+static long vhost_blk_set_irq_delay(struct vhost_blk *blk, u32 __user *uarg)
+{
+	u32 us;
+	long ret;
+
+	mutex_lock(&blk->dev.mutex);
+	ret = vhost_dev_check_owner(&blk->dev);
+	if (!ret && get_user(us, uarg))
+		ret = -EFAULT;
+	if (!ret && us > VHOST_BLK_IRQ_DELAY_MAX)
+		ret = -EINVAL;
+	if (!ret)
+		WRITE_ONCE(blk->irq_delay_us, us);
+	mutex_unlock(&blk->dev.mutex);
+	return ret;
+}
+
 /* The device's own ioctls match by type and number: their size may grow. */
 static bool vhost_blk_ioctl_is(unsigned int ioctl, unsigned int cmd)
 {
@@ -514,6 +540,8 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		return vhost_blk_set_batch_delay(blk, argp);
 	case VHOST_BLK_SET_CAPACITY:
 		return vhost_blk_set_capacity(blk, argp);
+	case VHOST_BLK_SET_IRQ_DELAY:
+		return vhost_blk_set_irq_delay(blk, argp);
 	default:
 		mutex_lock(&blk->dev.mutex);
 		if (vhost_blk_is_worker_ioctl(ioctl)) {

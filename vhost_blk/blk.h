@@ -99,6 +99,8 @@ struct vhost_blk_qstats {
 	u64 batch_timeouts;	/* waits that ran to their bound */
 	u64 poll_found;		/* requests found by busy polling */
 	u64 bios;		/* reads and writes submitted as bios */
+	u64 irq_held;		/* completion runs whose interrupt waited */
+	u64 irq_timeouts;	/* ... interrupts sent when irq_delay_us passed */
 };
 
 /*
@@ -164,6 +166,15 @@ struct vhost_blk_vq {
 	/* Busy polling goes on until then (local_clock()); under vq.mutex. */
 	u64 poll_end_ns;
 	bool poll_resumed;	/* this pass goes on with a spin that gave way */
+	/*
+	 * Interrupt moderation (notify.c), under vq.mutex but irq_expired,
+	 * which irq_timer sets: completions in the used ring the guest was
+	 * not interrupted for, and whether the interrupt is held.
+	 */
+	unsigned int irq_unsent;
+	bool irq_held;
+	bool irq_expired;
+	struct hrtimer irq_timer;
 	u16 index;
 	struct vhost_blk_qstats stats;
 };
@@ -195,6 +206,8 @@ struct vhost_blk {
 	unsigned int id;
 	/* How long a busy queue waits for more requests (us); 0: never. */
 	u32 batch_delay_us;
+	/* How long an interrupt may wait for more completions (us); 0: never. */
+	u32 irq_delay_us;
 	struct dentry *debugfs;
 };
 
@@ -241,11 +254,17 @@ struct vhost_blk_req {
 
 extern unsigned int vhost_blk_max_inflight;
 extern unsigned int vhost_blk_batch_delay_us;
+extern unsigned int vhost_blk_irq_delay_us;
 
 /* bio.c */
 bool vhost_blk_bio_usable(struct vhost_blk_backend_file *be);
 bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter);
 void vhost_blk_bio_release(struct vhost_blk_req *req);
+
+/* notify.c */
+void vhost_blk_irq_init(struct vhost_blk_vq *bvq);
+void vhost_blk_irq_stop(struct vhost_blk_vq *bvq);
+bool vhost_blk_irq_hold(struct vhost_blk_vq *bvq, unsigned int n);
 
 /* req.c */
 int vhost_blk_req_init(void);

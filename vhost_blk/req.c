@@ -1179,7 +1179,8 @@ static void vhost_blk_retire(struct vhost_blk_req *req,
 
 /*
  * Status bytes and used entries of every completed request, then one guest
- * notification.  Under vq->mutex, in the owner's address space.
+ * notification unless it is held (notify.c).  Under vq->mutex, in the
+ * owner's address space.
  */
 static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 {
@@ -1187,11 +1188,9 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 	struct vring_used_elem used[VHOST_BLK_USED_BATCH];
 	struct vhost_blk_req *req, *next;
 	struct llist_node *list;
-	unsigned int n = 0;
+	unsigned int n = 0, total = 0;
 
 	list = llist_reverse_order(llist_del_all(&bvq->done));
-	if (!list)
-		return;
 	llist_for_each_entry_safe(req, next, list, node) {
 		vhost_blk_retire(req, &used[n]);
 		if (++n == VHOST_BLK_USED_BATCH) {
@@ -1199,12 +1198,15 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 			n = 0;
 		}
 		bvq->inflight--;
+		total++;
 		vhost_blk_req_free(bvq, req);
 	}
 	if (n)
 		vhost_add_used_n(vq, used, n);
-	bvq->stats.batches++;
-	vhost_signal(vq->dev, vq);
+	if (total)
+		bvq->stats.batches++;
+	if (!vhost_blk_irq_hold(bvq, total))
+		vhost_signal(vq->dev, vq);
 }
 
 /* Completion work: retire what completed, then look at the ring again. */

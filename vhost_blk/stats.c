@@ -60,6 +60,8 @@ static void vhost_blk_stats_sum(struct vhost_blk_qstats *sum,
 	sum->batch_timeouts += READ_ONCE(q->batch_timeouts);
 	sum->poll_found += READ_ONCE(q->poll_found);
 	sum->bios += READ_ONCE(q->bios);
+	sum->irq_held += READ_ONCE(q->irq_held);
+	sum->irq_timeouts += READ_ONCE(q->irq_timeouts);
 }
 
 static int vhost_blk_stats_show(struct seq_file *m, void *v)
@@ -91,6 +93,9 @@ static int vhost_blk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "batch_timeouts %llu\n", sum.batch_timeouts);
 	seq_printf(m, "poll_found %llu\n", sum.poll_found);
 	seq_printf(m, "bios %llu\n", sum.bios);
+	seq_printf(m, "irq_delay_us %u\n", READ_ONCE(blk->irq_delay_us));
+	seq_printf(m, "irq_held %llu\n", sum.irq_held);
+	seq_printf(m, "irq_timeouts %llu\n", sum.irq_timeouts);
 	seq_printf(m, "syncs %llu\n", READ_ONCE(blk->sync_gen));
 	seq_printf(m, "in_flight %u\n", vhost_blk_pending(blk));
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {

@@ -7,7 +7,8 @@
 # chains (25 s: long enough for a worker that never yields to show as a soft lockup),
 # the owner-context and durability suite on ext4 with reserved blocks, the functional
 # suite with max_inflight=2 (throttling), the owner killed with reads in flight on a
-# null_blk whose reads take a second, then the module must unload.
+# null_blk whose reads take a second, interrupt moderation on the same null_blk, then
+# the module must unload.
 # Results are prefixed with the backend; the kernel log is checked by the runner.
 T=vhost_blk_test
 rc=0
@@ -72,6 +73,7 @@ if modprobe null_blk nr_devices=1 gb=1 && [ -b /dev/nullb0 ]; then
 	if modprobe null_blk nr_devices=1 gb=1 irqmode=2 completion_nsec=1000000000 &&
 	   [ -b /dev/nullb0 ]; then
 		run nullb-slow --bdev /dev/nullb0 --direct --nodata --owner-killed
+		run nullb-slow-irq --bdev /dev/nullb0 --direct --nodata --irq-moderation
 		rmmod null_blk
 	else
 		echo "not ok - null_blk with timer completions for the owner-killed suite"; rc=1

@@ -10,6 +10,8 @@
  *   vhost_blk_test --bdev SLOW_DEV --direct --nodata --owner-killed
  *                   the owner killed with reads in flight (a backend whose
  *                   reads take a second: null_blk irqmode=2)
+ *   vhost_blk_test --bdev SLOW_DEV --direct --nodata --irq-moderation
+ *                   held interrupts on the same slow backend
  *   vhost_blk_test [BACKEND OPTIONS] --load [LOAD OPTIONS]   (see --load --help)
  *
  * Backend options:
@@ -44,7 +46,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: vhost_blk_test [--file PATH|--bdev PATH] [--size MIB] [--direct] [--nodata]\n"
 		"                      [--functional|--hostile|--fuzz SEED COUNT|--flood SECONDS|\n"
-		"                       --context|--owner-killed|--load ...]\n");
+		"                       --context|--owner-killed|--irq-moderation|--load ...]\n");
 	exit(2);
 }
 
@@ -80,7 +82,7 @@ static int prepare_backend(void)
 
 int main(int argc, char **argv)
 {
-	enum { ALL, FUNC, HOSTILE, FUZZ, FLOOD, CONTEXT, KILLED, LOAD } mode = ALL;
+	enum { ALL, FUNC, HOSTILE, FUZZ, FLOOD, CONTEXT, KILLED, MODERATE, LOAD } mode = ALL;
 	unsigned long long seed = 1, count = 100, seconds = 25;
 	struct vbt_mem mem;
 	int i;
@@ -115,6 +117,8 @@ int main(int argc, char **argv)
 			mode = CONTEXT;
 		} else if (!strcmp(argv[i], "--owner-killed")) {
 			mode = KILLED;
+		} else if (!strcmp(argv[i], "--irq-moderation")) {
+			mode = MODERATE;
 		} else if (!strcmp(argv[i], "--load")) {
 			mode = LOAD;
 			i++;
@@ -147,6 +151,9 @@ int main(int argc, char **argv)
 		break;
 	case KILLED:
 		vbt_owner_killed();
+		break;
+	case MODERATE:
+		vbt_irq_moderation(&mem);
 		break;
 	case HOSTILE:
 		vbt_hostile(&mem);

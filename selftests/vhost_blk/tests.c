@@ -716,7 +716,7 @@ static void t_detach(struct vbt_dev *d, struct vbt_mem *m)
 }
 
 /* A counter of the debugfs stats (@name), summed over all devices so far. */
-static unsigned long long stat_total(const char *name)
+unsigned long long vbt_stat_total(const char *name)
 {
 	DIR *dir = opendir("/sys/kernel/debug/vhost-blk");
 	unsigned long long n = 0, v;
@@ -754,7 +754,7 @@ static void t_stats(void)
 		tap_skip("debugfs not mounted", "per-device statistics in debugfs");
 		return;
 	}
-	out = stat_total("out_reqs");
+	out = vbt_stat_total("out_reqs");
 	tap_result(out > 0, "per-device statistics in debugfs count requests");
 }
 
@@ -876,11 +876,11 @@ static void t_batching(struct vbt_mem *m)
 	usleep(100000);
 	/* The bursts expected after the deep reads dwindle, a first probe. */
 	one = busy_reads(&d, m, 20, 1);
-	waits = stat_total("batch_waits");
-	looks = stat_total("batch_looks");
+	waits = vbt_stat_total("batch_waits");
+	looks = vbt_stat_total("batch_looks");
 	probed = busy_reads(&d, m, 180, 1);
-	waits = stat_total("batch_waits") - waits;
-	looks = stat_total("batch_looks") - looks;
+	waits = vbt_stat_total("batch_waits") - waits;
+	looks = vbt_stat_total("batch_looks") - looks;
 	/*
 	 * but for the queue's probes, which find no burst and so come half as
 	 * often each time: after 8, 16, 32 and 64 passes (4 in 200), and the
@@ -946,9 +946,9 @@ static void busy_poll_run(struct vbt_mem *m, bool shared)
 		vbt_dev_close(&d);
 		goto out;
 	}
-	f0 = stat_total("poll_found");
+	f0 = vbt_stat_total("poll_found");
 	polled = busy_reads(&d, m, 200, 1);
-	f1 = stat_total("poll_found");
+	f1 = vbt_stat_total("poll_found");
 	tap_result(polled >= 0 && polled <= 20 && f1 - f0 >= 150 &&
 		   f1 - f0 <= 200,
 		   "busy poll%s: 200 reads one at a time take %ld notifications (at most 20), %llu found by polling (150 to 200)",
@@ -983,13 +983,13 @@ static void t_busy_poll(struct vbt_mem *m)
 static bool dbio_rw(struct vbt_dev *d, uint32_t type, uint64_t sector,
 		    void *buf, uint32_t len, unsigned long long *bios)
 {
-	unsigned long long b0 = stat_total("bios");
+	unsigned long long b0 = vbt_stat_total("bios");
 	struct vbt_io io = { .type = type, .sector = sector, .data = buf,
 			     .len = len };
 	bool ok = vbt_io(d, 0, &io) == 0 &&
 		  io.used_len == (type == VIRTIO_BLK_T_IN ? len + 1 : 1);
 
-	*bios = stat_total("bios") - b0;
+	*bios = vbt_stat_total("bios") - b0;
 	return ok;
 }
 
@@ -1174,8 +1174,8 @@ static void t_direct_bio(struct vbt_mem *m)
 /* Requests and completion batches of all devices so far (debugfs). */
 static bool batch_totals(unsigned long long *reqs, unsigned long long *batches)
 {
-	*reqs = stat_total("reqs");
-	*batches = stat_total("batches");
+	*reqs = vbt_stat_total("reqs");
+	*batches = vbt_stat_total("batches");
 	return !access("/sys/kernel/debug/vhost-blk", F_OK);
 }
 
@@ -1394,12 +1394,12 @@ static void t_batching_short(struct vbt_mem *m)
 
 	if (!batching_open(&d, m, what, 8, 2000))
 		return;
-	w0 = stat_total("batch_waits");
-	t0 = stat_total("batch_timeouts");
+	w0 = vbt_stat_total("batch_waits");
+	t0 = vbt_stat_total("batch_timeouts");
 	for (round = 0; ok && round < 2 * 40; round++)
 		ok = burst_reads(&d.vq[0], m, h, buf, round % 2 ? 1 : 8);
-	waits = stat_total("batch_waits") - w0;
-	timeouts = stat_total("batch_timeouts") - t0;
+	waits = vbt_stat_total("batch_waits") - w0;
+	timeouts = vbt_stat_total("batch_timeouts") - t0;
 	vbt_dev_close(&d);
 	tap_result(ok && waits >= 40 && timeouts <= 20,
 		   "%s (%llu waits, %llu ran to the bound, at most 20)",
@@ -1427,15 +1427,15 @@ static void t_batching_steady(struct vbt_mem *m)
 
 	if (!batching_open(&d, m, what, 8, 5000))
 		return;
-	w0 = stat_total("batch_waits");
-	l0 = stat_total("batch_looks");
+	w0 = vbt_stat_total("batch_waits");
+	l0 = vbt_stat_total("batch_looks");
 	for (round = 0; ok && round < 60; round++) {
 		if (round)
 			usleep(500);
 		ok = burst_reads(&d.vq[0], m, h, buf, 8);
 	}
-	waits = stat_total("batch_waits") - w0;
-	looks = stat_total("batch_looks") - l0;
+	waits = vbt_stat_total("batch_waits") - w0;
+	looks = vbt_stat_total("batch_looks") - l0;
 	vbt_dev_close(&d);
 	tap_result(ok && waits >= 50 && 3 * looks <= 4 * waits,
 		   "%s (%llu waits, %llu looks after the first, at most 4 per 3 waits)",

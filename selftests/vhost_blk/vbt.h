@@ -163,6 +163,14 @@ void vbt_fill(void *buf, size_t len, uint64_t seed);
 int vbt_backend_pread(void *buf, size_t len, uint64_t off);
 int vbt_backend_pwrite(const void *buf, size_t len, uint64_t off);
 unsigned long vbt_tainted(void);
+/* A debugfs stats counter summed over the devices there (tests.c). */
+unsigned long long vbt_stat_total(const char *name);
+
+/* The guest's used_event index: after the avail ring's last entry. */
+static inline uint16_t *vbt_used_event(struct vbt_vq *vq)
+{
+	return &vq->avail->ring[vq->num];
+}
 
 /* TAP */
 void tap_result(bool ok, const char *fmt, ...)
@@ -180,6 +188,7 @@ void vbt_hostile(struct vbt_mem *m);
 void vbt_flood(struct vbt_mem *m, unsigned int seconds);
 void vbt_context(struct vbt_mem *m);
 void vbt_owner_killed(void);
+void vbt_irq_moderation(struct vbt_mem *m);
 void vbt_fuzz(struct vbt_mem *m, uint64_t seed, unsigned long count);
 int vbt_load(struct vbt_mem *m, int argc, char **argv);
 

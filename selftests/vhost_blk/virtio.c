@@ -341,11 +341,6 @@ static inline uint16_t *vbt_avail_event(struct vbt_vq *vq)
 	return (uint16_t *)&vq->used->ring[vq->num];
 }
 
-static inline uint16_t *vbt_used_event(struct vbt_vq *vq)
-{
-	return &vq->avail->ring[vq->num];
-}
-
 void vbt_vq_kick_force(struct vbt_vq *vq)
 {
 	uint64_t one = 1;

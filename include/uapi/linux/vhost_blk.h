@@ -229,5 +229,17 @@ struct vhost_blk_config {
  * no backend attached, EINVAL above the backend's size now.
  */
 #define VHOST_BLK_SET_CAPACITY		_IOW(VHOST_VIRTIO, 0x93, __u64)
+/*
+ * Interrupt moderation, for every queue of the device: the longest
+ * (microseconds, at most VHOST_BLK_IRQ_DELAY_MAX) a queue may hold the
+ * guest's interrupt for completed requests while more of its requests are
+ * still in flight than completed since the guest's last interrupt; the
+ * interrupt is sent at once when that is no longer so.  0 sends it after
+ * every run of completions.  A new device takes the module parameter
+ * irq_delay_us.  Errors: EPERM not the owner, EFAULT, EINVAL above the
+ * maximum.
+ */
+#define VHOST_BLK_IRQ_DELAY_MAX		10000
+#define VHOST_BLK_SET_IRQ_DELAY		_IOW(VHOST_VIRTIO, 0x94, __u32)
 
 #endif /* _UAPI_LINUX_VHOST_BLK_H */

@@ -24,6 +24,8 @@ check "bridge: nonzero exit for bad arguments" \
 	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --queues 99 2>/dev/null'
 check "bridge: nonzero exit for a busy poll above 10000 us" \
 	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --poll-us 10001 2>/dev/null'
+check "bridge: nonzero exit for an interrupt delay above 10000 us" \
+	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --irq-delay-us 10001 2>/dev/null'
 check "bridge: nonzero exit for a missing device node" \
 	sh -c '! vhost-blk-bridge --socket /tmp/x.sock --backend /dev/ram0 --vhost-dev /dev/nonexistent 2>/dev/null'
 
@@ -136,6 +138,18 @@ for _ in $(seq 50); do grep -q "ring 1: 50 us" $BLOG.poll && break; sleep 0.1; d
 check "--poll-us 50: the device takes it for each ring sized" \
 	sh -c "grep -q 'BUSYLOOP_TIMEOUT ring 0: 50 us' $BLOG.poll && grep -q 'BUSYLOOP_TIMEOUT ring 1: 50 us' $BLOG.poll &&
 	       ! grep -q 'BUSYLOOP_TIMEOUT:' $BLOG.poll"
+kill $bridge_pid
+wait $bridge_pid 2>/dev/null
+
+# --irq-delay-us: set on the device of each session.
+: >$BLOG.irq
+vhost-blk-bridge --socket $SOCK --backend $DISK --irq-delay-us 40 -v >>$BLOG.irq 2>&1 &
+bridge_pid=$!
+for _ in $(seq 50); do [ -S $SOCK ] && break; sleep 0.1; done
+{ msg 8 8; u32 0; u32 256; } | vu >/dev/null
+for _ in $(seq 50); do grep -q "VHOST_BLK_SET_IRQ_DELAY 40 us" $BLOG.irq && break; sleep 0.1; done
+check "--irq-delay-us 40: the session's device takes it" \
+	sh -c "grep -q 'VHOST_BLK_SET_IRQ_DELAY 40 us' $BLOG.irq && ! grep -q 'VHOST_BLK_SET_IRQ_DELAY:' $BLOG.irq"
 kill $bridge_pid
 wait $bridge_pid 2>/dev/null
 

@@ -36,6 +36,7 @@ struct bridge_opts {
 	unsigned int queues;
 	int batch_delay_us;		/* -1: the module's default */
 	int poll_us;			/* -1: the module's default */
+	int irq_delay_us;		/* -1: the module's default */
 	bool readonly;
 	bool buffered;
 	bool no_kernel;			/* testing: protocol only, no device */
@@ -140,6 +141,7 @@ struct vdev {
 int vdev_open(struct vdev *d, const char *path, bool no_kernel);
 void vdev_close(struct vdev *d);
 int vdev_set_batch_delay(struct vdev *d, unsigned int us);
+int vdev_set_irq_delay(struct vdev *d, unsigned int us);
 int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
 		     const char *serial);
 int vdev_get_config(struct vdev *d, struct vhost_blk_config *cfg);

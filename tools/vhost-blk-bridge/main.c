@@ -116,6 +116,10 @@ static void usage(FILE *f)
 "                        to end before it fetches, unless the guest is\n"
 "                        slower (0..%d us; 0: answer every notification at\n"
 "                        once; default: vhost_blk's batch_delay_us parameter)\n"
+"      --irq-delay-us N  longest a queue holds the guest's interrupt for\n"
+"                        completed requests while more are in flight than\n"
+"                        completed (0..%d us; 0: after every completion\n"
+"                        run; default: vhost_blk's irq_delay_us parameter)\n"
 "      --poll-us N       busy polling: a queue whose ring ran empty spins on\n"
 "                        it for up to N us since its last request before it\n"
 "                        lets the guest notify again; for hosts with a core\n"
@@ -139,7 +143,8 @@ static void usage(FILE *f)
 "  -device vhost-user-blk-pci,chardev=c0,num-queues=N\n",
 		BRIDGE_NAME, DEFAULT_TIMEOUT, VHOST_BLK_MAX_QUEUES,
 		VHOST_BLK_SERIAL_LEN, VHOST_BLK_BATCH_DELAY_MAX,
-		VHOST_BLK_BUSYLOOP_MAX_US, DEFAULT_LOCK_TIMEOUT);
+		VHOST_BLK_IRQ_DELAY_MAX, VHOST_BLK_BUSYLOOP_MAX_US,
+		DEFAULT_LOCK_TIMEOUT);
 }
 
 bool bridge_stopping(void)
@@ -469,8 +474,8 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 
 enum {
 	OPT_BUFFERED = 256, OPT_VHOST_DEV, OPT_NO_KERNEL, OPT_ONCE,
-	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD, OPT_BATCH_DELAY, OPT_POLL_US,
-	OPT_LOCK_TIMEOUT,
+	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD, OPT_BATCH_DELAY, OPT_IRQ_DELAY,
+	OPT_POLL_US, OPT_LOCK_TIMEOUT,
 };
 
 static const struct option long_opts[] = {
@@ -485,6 +490,7 @@ static const struct option long_opts[] = {
 	{ "queues", required_argument, NULL, 'q' },
 	{ "serial", required_argument, NULL, 'S' },
 	{ "batch-delay-us", required_argument, NULL, OPT_BATCH_DELAY },
+	{ "irq-delay-us", required_argument, NULL, OPT_IRQ_DELAY },
 	{ "poll-us", required_argument, NULL, OPT_POLL_US },
 	{ "buffered", no_argument, NULL, OPT_BUFFERED },
 	{ "lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT },
@@ -510,6 +516,7 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 
 	o->queues = 1;
 	o->batch_delay_us = -1;
+	o->irq_delay_us = -1;
 	o->poll_us = -1;
 	o->vhost_path = "/dev/vhost-blk";
 	o->socket_mode = -1;
@@ -573,6 +580,12 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 				return bad_arg("--batch-delay-us",
 					       "0..10000 microseconds", optarg);
 			o->batch_delay_us = v;
+			break;
+		case OPT_IRQ_DELAY:
+			if (parse_uint(optarg, 0, VHOST_BLK_IRQ_DELAY_MAX, &v, 10))
+				return bad_arg("--irq-delay-us",
+					       "0..10000 microseconds", optarg);
+			o->irq_delay_us = v;
 			break;
 		case OPT_POLL_US:
 			if (parse_uint(optarg, 0, VHOST_BLK_BUSYLOOP_MAX_US, &v, 10))

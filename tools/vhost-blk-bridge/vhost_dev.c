@@ -75,6 +75,17 @@ int vdev_set_batch_delay(struct vdev *d, unsigned int us)
 		      "VHOST_BLK_SET_BATCH_DELAY");
 }
 
+int vdev_set_irq_delay(struct vdev *d, unsigned int us)
+{
+	__u32 v = us;
+
+	if (d->no_kernel)
+		return 0;
+	log_dbg("VHOST_BLK_SET_IRQ_DELAY %u us", us);
+	return xioctl(d, VHOST_BLK_SET_IRQ_DELAY, &v,
+		      "VHOST_BLK_SET_IRQ_DELAY");
+}
+
 int vdev_set_capacity(struct vdev *d, uint64_t sectors)
 {
 	__u64 v = sectors;

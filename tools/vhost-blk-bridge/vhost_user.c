@@ -745,6 +745,13 @@ static int session_open_device(struct session *s)
 			return ret;
 		}
 	}
+	if (br->opts->irq_delay_us >= 0) {
+		ret = vdev_set_irq_delay(&s->dev, br->opts->irq_delay_us);
+		if (ret) {
+			vdev_close(&s->dev);
+			return ret;
+		}
+	}
 	s->dev.dry_capacity = br->be.size / 512;
 	s->dev.dry_queues = nqueues(s);
 	s->dev.dry_ro = br->be.readonly;

@@ -466,7 +466,12 @@ unlock:
 	return ret;
 }
 
-static long vhost_blk_set_batch_delay(struct vhost_blk *blk, u32 __user *uarg)
+/*
+ * Set one of the device's delays (microseconds, at most @max) from a u32 the
+ * owner passes: the batch delay and the interrupt delay share this.
+ */
+static long vhost_blk_set_delay(struct vhost_blk *blk, u32 __user *uarg,
+				u32 max, u32 *field)
 {
 	u32 us;
 	long ret;
@@ -475,27 +480,10 @@ static long vhost_blk_set_batch_delay(struct vhost_blk *blk, u32 __user *uarg)
 	ret = vhost_dev_check_owner(&blk->dev);
 	if (!ret && get_user(us, uarg))
 		ret = -EFAULT;
-	if (!ret && us > VHOST_BLK_BATCH_DELAY_MAX)
+	if (!ret && us > max)
 		ret = -EINVAL;
 	if (!ret)
-		WRITE_ONCE(blk->batch_delay_us, us);
-	mutex_unlock(&blk->dev.mutex);
-	return ret;
-}
-
-static long vhost_blk_set_irq_delay(struct vhost_blk *blk, u32 __user *uarg)
-{
-	u32 us;
-	long ret;
-
-	mutex_lock(&blk->dev.mutex);
-	ret = vhost_dev_check_owner(&blk->dev);
-	if (!ret && get_user(us, uarg))
-		ret = -EFAULT;
-	if (!ret && us > VHOST_BLK_IRQ_DELAY_MAX)
-		ret = -EINVAL;
-	if (!ret)
-		WRITE_ONCE(blk->irq_delay_us, us);
+		WRITE_ONCE(*field, us);
 	mutex_unlock(&blk->dev.mutex);
 	return ret;
 }
@@ -537,11 +525,13 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 	case VHOST_RESET_OWNER:
 		return vhost_blk_reset_owner(blk);
 	case VHOST_BLK_SET_BATCH_DELAY:
-		return vhost_blk_set_batch_delay(blk, argp);
+		return vhost_blk_set_delay(blk, argp, VHOST_BLK_BATCH_DELAY_MAX,
+					   &blk->batch_delay_us);
 	case VHOST_BLK_SET_CAPACITY:
 		return vhost_blk_set_capacity(blk, argp);
 	case VHOST_BLK_SET_IRQ_DELAY:
-		return vhost_blk_set_irq_delay(blk, argp);
+		return vhost_blk_set_delay(blk, argp, VHOST_BLK_IRQ_DELAY_MAX,
+					   &blk->irq_delay_us);
 	default:
 		mutex_lock(&blk->dev.mutex);
 		if (vhost_blk_is_worker_ioctl(ioctl)) {

@@ -140,8 +140,7 @@ struct vdev {
 
 int vdev_open(struct vdev *d, const char *path, bool no_kernel);
 void vdev_close(struct vdev *d);
-int vdev_set_batch_delay(struct vdev *d, unsigned int us);
-int vdev_set_irq_delay(struct vdev *d, unsigned int us);
+int vdev_set_delay(struct vdev *d, unsigned long req, const char *what, int us);
 int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
 		     const char *serial);
 int vdev_get_config(struct vdev *d, struct vhost_blk_config *cfg);

@@ -64,26 +64,18 @@ void vdev_close(struct vdev *d)
 	d->fd = -1;
 }
 
-int vdev_set_batch_delay(struct vdev *d, unsigned int us)
+/*
+ * One of the device's delays (VHOST_BLK_SET_BATCH_DELAY, _SET_IRQ_DELAY),
+ * named @what in the log; a negative @us leaves the module's default.
+ */
+int vdev_set_delay(struct vdev *d, unsigned long req, const char *what, int us)
 {
 	__u32 v = us;
 
-	if (d->no_kernel)
+	if (d->no_kernel || us < 0)
 		return 0;
-	log_dbg("VHOST_BLK_SET_BATCH_DELAY %u us", us);
-	return xioctl(d, VHOST_BLK_SET_BATCH_DELAY, &v,
-		      "VHOST_BLK_SET_BATCH_DELAY");
-}
-
-int vdev_set_irq_delay(struct vdev *d, unsigned int us)
-{
-	__u32 v = us;
-
-	if (d->no_kernel)
-		return 0;
-	log_dbg("VHOST_BLK_SET_IRQ_DELAY %u us", us);
-	return xioctl(d, VHOST_BLK_SET_IRQ_DELAY, &v,
-		      "VHOST_BLK_SET_IRQ_DELAY");
+	log_dbg("%s %d us", what, us);
+	return xioctl(d, req, &v, what);
 }
 
 int vdev_set_capacity(struct vdev *d, uint64_t sectors)

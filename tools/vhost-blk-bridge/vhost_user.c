@@ -738,19 +738,15 @@ static int session_open_device(struct session *s)
 	ret = vdev_open(&s->dev, br->opts->vhost_path, br->opts->no_kernel);
 	if (ret)
 		return ret;
-	if (br->opts->batch_delay_us >= 0) {
-		ret = vdev_set_batch_delay(&s->dev, br->opts->batch_delay_us);
-		if (ret) {
-			vdev_close(&s->dev);
-			return ret;
-		}
-	}
-	if (br->opts->irq_delay_us >= 0) {
-		ret = vdev_set_irq_delay(&s->dev, br->opts->irq_delay_us);
-		if (ret) {
-			vdev_close(&s->dev);
-			return ret;
-		}
+	ret = vdev_set_delay(&s->dev, VHOST_BLK_SET_BATCH_DELAY,
+			     "VHOST_BLK_SET_BATCH_DELAY", br->opts->batch_delay_us);
+	if (!ret)
+		ret = vdev_set_delay(&s->dev, VHOST_BLK_SET_IRQ_DELAY,
+				     "VHOST_BLK_SET_IRQ_DELAY",
+				     br->opts->irq_delay_us);
+	if (ret) {
+		vdev_close(&s->dev);
+		return ret;
 	}
 	s->dev.dry_capacity = br->be.size / 512;
 	s->dev.dry_queues = nqueues(s);

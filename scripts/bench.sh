@@ -7,7 +7,7 @@
 # again in a new L3 boot (REPEAT_ROW@2; about 10 minutes).
 # REPS=N (default 3), ROWS="...", BACKENDS="nullb nullb-lat file nbd" restrict what runs,
 # WORKLOADS="name ..." (e.g. 4k-randread-qd16-j8) the fio workloads, IOS=N the I/Os
-# of each fio run (default 8192; IOS_QD1 at queue depth 1, default 2048), BASE_REPS
+# of each fio run (default 8192, aio-stress 8 x IOS; IOS_QD1 at queue depth 1, default 2048), BASE_REPS
 # the counted base runs of each workload (default 3, QUICK=1: 1; benchmarks.rst).
 # L3_CPUS (default L2_CPUS - 1, at least 1; 2 on a host with KVM): the L3
 # guests' vCPUs and their devices' queues;

@@ -644,12 +644,15 @@ def test_accept_errors(be):
         b.stop()
 
 
-def start_ring(s, size=1 << 20, qva=0x7f0000000000, used_idx=0):
+def start_ring(s, size=1 << 20, qva=0x7f0000000000, used_idx=0, keep=None):
     """Memory table, one ring, a kick fd, enabled: the device runs.  The
-    ring is at base 0, its used index in guest memory used_idx."""
+    ring is at base 0, its used index in guest memory used_idx.  With keep
+    (a list), the memory fd is appended to it, not closed."""
     fd = memfd(size)
     kick = os.eventfd(0)
     os.pwrite(fd, struct.pack("<H", used_idx), 4096 + 2)   # used ring at qva + 4096
+    if keep is not None:
+        keep.append(os.dup(fd))
     try:
         r = [acked(s, SET_MEM_TABLE, mem_table(size, qva), [fd]),
              acked(s, SET_VRING_NUM, struct.pack("<II", 0, 16)),
@@ -779,6 +782,149 @@ def test_resume_at_used(be):
         b.stop()
 
 
+def session_ended(s):
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def ring_base(s):
+    r = call(s, GET_VRING_BASE, struct.pack("<II", 0, 0))
+    return struct.unpack("<II", r[2])[1] if r and len(r[2]) == 8 else None
+
+
+def test_new_mem_table_running(be):
+    """QEMU sends SET_MEM_TABLE again while the rings run (a guest's memory
+    map changes: SeaBIOS with a VGA card, DIMM hotplug): the rings move to
+    the new mappings and go on; the old ones are gone."""
+    path = socket_path("newmem")
+    b = Bridge("newmem", ["--backend", be, "--no-kernel", "-v", "--socket", path],
+               wait_socket=True)
+    base = (1 << F_VERSION_1) | (1 << F_PROTOCOL)
+    try:
+        with connect(path) as s:
+            ran = handshake(s, base) and start_ring(s)
+            # The same guest memory at another address of the front-end's,
+            # its used index now 5: the bridge must read it there.
+            fd = memfd(2 << 20)
+            os.pwrite(fd, struct.pack("<H", 5), 4096 + 2)
+            qva = 0x7e0000000000
+            t = acked(s, SET_MEM_TABLE, mem_table(2 << 20, 0x7f0000000000), [fd])
+            os.close(fd)
+            pos = ring_base(s)
+            check("a new memory table while the ring runs: acknowledged, the bridge "
+                  "lives, the ring resumes from the new memory (ack %s, base %s)"
+                  % (t, pos), ran and t and b.alive() and pos == 5, b.text())
+            # Twice more, the ring moving with the table's address.
+            fd = memfd(1 << 20)
+            t1 = acked(s, SET_MEM_TABLE, mem_table(1 << 20, qva), [fd])
+            os.close(fd)
+            t2 = acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 0, qva, qva + 4096,
+                                                      qva + 8192, 0))
+            t3 = acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 1))
+            fd = memfd(1 << 20)
+            t4 = acked(s, SET_MEM_TABLE, mem_table(1 << 20, qva), [fd])
+            os.close(fd)
+            pos = ring_base(s)
+            check("  a table at another address, the ring moved to it, a third table: "
+                  "the ring keeps its position (%s %s %s %s, base %s)" % (t1, t2, t3, t4, pos),
+                  t2 and t3 and t4 and pos == 5 and b.alive(), b.text())
+            fd = memfd(1 << 20)
+            t5 = acked(s, SET_MEM_TABLE, mem_table(1 << 20, 0x7d0000000000), [fd])
+            os.close(fd)
+            check("  a table the ring is outside of: the ring waits for an address, the "
+                  "bridge lives (%s)" % t5, b.alive() and "outside the new memory table"
+                  in b.text(), b.text())
+        check("  the bridge serves on", b.alive() and get_features_ok(path), b.text())
+    finally:
+        b.stop()
+
+
+def test_shrunk_memory(be):
+    """A front-end that cuts its memory fd short after SET_MEM_TABLE costs
+    its own session at most, not the bridge (no SIGBUS)."""
+    path = socket_path("shrink")
+    b = Bridge("shrink", ["--backend", be, "--no-kernel", "-v", "--socket", path],
+               wait_socket=True)
+    base = (1 << F_VERSION_1) | (1 << F_PROTOCOL)
+    keep = []
+    try:
+        with connect(path) as s:
+            ran = handshake(s, base) and start_ring(s, keep=keep)
+            os.ftruncate(keep[0], 0)
+            off = acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 0))
+            on = acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 1))
+            check("guest memory cut to 0 bytes under a running ring, the ring "
+                  "restarted: refused (%s, %s), the bridge lives" % (off, on),
+                  ran and off and on is False and b.alive() and
+                  "used ring cannot be read" in b.text(), b.text())
+        check("  and serves the next session", b.alive() and get_features_ok(path),
+              b.text())
+    finally:
+        for fd in keep:
+            os.close(fd)
+        b.stop()
+
+
+def test_log_size(be):
+    """The dirty log must be memory that covers every guest page."""
+    path = socket_path("logsize")
+    b = Bridge("logsize", ["--backend", be, "--no-kernel", "--buffered", "-v",
+                           "--socket", path], wait_socket=True)
+    feats = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_FLUSH)
+    pfs = (1 << PF_REPLY_ACK) | (1 << PF_CONFIG) | (1 << PF_LOG_SHMFD)
+    gib = 1 << 30
+
+    def set_log(s, fd, size, off=0):
+        r = call(s, SET_LOG_BASE, struct.pack("<QQ", size, off), [fd])
+        return struct.unpack("<Q", r[2])[0] if r and r[0] == SET_LOG_BASE \
+            and len(r[2]) == 8 else None
+
+    try:
+        with connect(path) as s:
+            send(s, SET_PROTOCOL_FEATURES, struct.pack("<Q", pfs))
+            send(s, SET_OWNER)
+            h = acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            ran = start_ring(s, size=gib)
+            small = memfd(4096)
+            st_small = set_log(s, small, 4096)
+            os.close(small)
+            empty = memfd(0)
+            st_empty = set_log(s, empty, 32768)
+            os.close(empty)
+            a, c = socket.socketpair()
+            st_sock = set_log(s, a.fileno(), 32768)
+            a.close()
+            c.close()
+            check("1 GiB of guest memory: a 4 KiB log, a 32 KiB log in an empty memfd, "
+                  "a socket as the log: each refused (status %s %s %s), the session "
+                  "goes on" % (st_small, st_empty, st_sock),
+                  h and ran and st_small == 1 and st_empty == 1 and st_sock == 1
+                  and b.alive(), b.text())
+            log = memfd(32768)
+            st = set_log(s, log, 32768)
+            os.close(log)
+            check("  a 32 KiB memfd log: taken (status %s)" % st, st == 0, b.text())
+            fd = memfd(2 * gib)
+            t = acked(s, SET_MEM_TABLE, mem_table(2 * gib), [fd])
+            os.close(fd)
+            check("  a memory table of 2 GiB beyond that log is refused (%s)" % t,
+                  t is False and b.alive(), b.text())
+            log = memfd(65536)
+            st = set_log(s, log, 65536)
+            os.close(log)
+            fd = memfd(2 * gib)
+            t = acked(s, SET_MEM_TABLE, mem_table(2 * gib), [fd])
+            os.close(fd)
+            check("  and taken once the log has grown to 64 KiB (%s, %s)" % (st, t),
+                  st == 0 and t, b.text())
+    finally:
+        b.stop()
+
+
 def get_capacity(sock):
     r = call(sock, GET_CONFIG, struct.pack("<III", 0, 8, 0) + b"\0" * 8)
     return struct.unpack("<Q", r[2][12:])[0] if r and len(r[2]) == 20 else None
@@ -891,14 +1037,6 @@ def test_migration_log(_):
                        "--socket", path], wait_socket=True)
     feats = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_FLUSH)
     pfs = (1 << PF_REPLY_ACK) | (1 << PF_CONFIG) | (1 << PF_LOG_SHMFD)
-
-    def session_ended(s):
-        try:
-            return s.recv(1) == b""
-        except ConnectionResetError:
-            return True
-        except socket.timeout:
-            return False
 
     try:
         with connect(path) as s:
@@ -1043,7 +1181,9 @@ def main():
                   test_activation, test_single_open, test_memory_fds,
                   test_timeouts, test_sigterm_blocked_reply, test_accept_errors,
                   test_writeback_without_flush, test_backend_lock,
-                  test_resume_at_used, test_resize,
+                  test_resume_at_used, test_new_mem_table_running,
+                  test_shrunk_memory, test_log_size,
+                  test_resize,
                   test_migration_log, test_user, test_noatime_fallback):
             try:
                 t(be)

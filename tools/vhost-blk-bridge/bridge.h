@@ -107,6 +107,7 @@ struct mem_region {
 	void *map;		/* our mapping of the fd from offset 0 */
 	size_t map_len;
 	uint8_t *host;		/* our address of the region's first byte */
+	int fd;			/* our copy of the fd; -1: none */
 };
 
 struct mem_table {
@@ -125,6 +126,19 @@ int mem_map(struct mem_table *dst, const struct mem_table *src,
 void mem_unmap(struct mem_table *mt);
 /* Our address of [qva, qva + len), which must lie in a single region. */
 void *mem_qva_to_host(const struct mem_table *mt, uint64_t qva, uint64_t len);
+/*
+ * Copy [qva, qva + len) of guest memory into @buf through the region's fd,
+ * never through the mapping: a front-end that shrank the fd since makes
+ * this fail (-EFAULT), where a load from the mapping would raise SIGBUS.
+ */
+int mem_read(const struct mem_table *mt, uint64_t qva, void *buf, size_t len);
+/*
+ * The dirty log's size for this table: one bit per 4 KiB page up to the
+ * highest guest-physical address, in bytes.
+ */
+uint64_t mem_log_bytes(const struct mem_table *mt);
+/* @fd is a memfd or a regular file of at least @end bytes (else logged). */
+bool fd_is_memory(const char *what, int fd, uint64_t end);
 
 /* ---- /dev/vhost-blk (vhost_dev.c) ------------------------------------ */
 

@@ -11,9 +11,15 @@
  * guest memory through these mappings (it runs in the bridge's mm), and
  * ring addresses, which QEMU gives in its own address space, are
  * translated into ours.
+ *
+ * The bridge itself never loads from these mappings: what it reads of guest
+ * memory (a used index when a ring resumes) it reads through a copy of the
+ * region's fd, which a front-end may shrink at any time without taking the
+ * bridge down with SIGBUS.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,6 +35,8 @@ void mem_unmap(struct mem_table *mt)
 	for (i = 0; i < mt->nregions; i++) {
 		if (mt->r[i].map)
 			munmap(mt->r[i].map, mt->r[i].map_len);
+		if (mt->r[i].fd >= 0)
+			close(mt->r[i].fd);
 	}
 	memset(mt, 0, sizeof(*mt));
 }
@@ -38,25 +46,22 @@ static bool overflows(uint64_t a, uint64_t b)
 	return a + b < a;
 }
 
-/* A memfd or a regular file that holds [offset, offset + size). */
-static bool fd_is_memory(unsigned int i, int fd, uint64_t offset,
-			 uint64_t size)
+bool fd_is_memory(const char *what, int fd, uint64_t end)
 {
 	struct stat st;
 
 	if (fstat(fd, &st) < 0) {
-		log_msg("memory region %u: fstat: %s", i, strerror(errno));
+		log_msg("%s: fstat: %s", what, strerror(errno));
 		return false;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		log_msg("memory region %u: the fd is not a memfd or regular file (mode 0%o)",
-			i, (unsigned int)(st.st_mode & S_IFMT));
+		log_msg("%s: the fd is not a memfd or regular file (mode 0%o)",
+			what, (unsigned int)(st.st_mode & S_IFMT));
 		return false;
 	}
-	if (st.st_size < 0 || (uint64_t)st.st_size < offset + size) {
-		log_msg("memory region %u: the fd holds %lld bytes, the region ends at 0x%llx",
-			i, (long long)st.st_size,
-			(unsigned long long)(offset + size));
+	if (st.st_size < 0 || (uint64_t)st.st_size < end) {
+		log_msg("%s: the fd holds %lld bytes, it must hold 0x%llx",
+			what, (long long)st.st_size, (unsigned long long)end);
 		return false;
 	}
 	return true;
@@ -74,6 +79,7 @@ int mem_map(struct mem_table *dst, const struct mem_table *src,
 	for (i = 0; i < src->nregions; i++) {
 		const struct mem_region *s = &src->r[i];
 		struct mem_region *d = &dst->r[i];
+		char what[32];
 		void *p;
 
 		if (!s->size || overflows(s->gpa, s->size) ||
@@ -96,9 +102,20 @@ int mem_map(struct mem_table *dst, const struct mem_table *src,
 				goto fail_inval;
 			}
 		}
-		if (!fd_is_memory(i, fds[i], s->mmap_offset, s->size))
+		snprintf(what, sizeof(what), "memory region %u", i);
+		if (!fd_is_memory(what, fds[i], s->mmap_offset + s->size))
 			goto fail_inval;
 		*d = *s;
+		d->map = NULL;
+		d->fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+		dst->nregions = i + 1;
+		if (d->fd < 0) {
+			int err = errno;
+
+			log_msg("memory region %u: dup: %s", i, strerror(err));
+			mem_unmap(dst);
+			return -err;
+		}
 		d->map_len = s->mmap_offset + s->size;
 		p = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_NORESERVE, fds[i], 0);
@@ -107,14 +124,11 @@ int mem_map(struct mem_table *dst, const struct mem_table *src,
 
 			log_msg("mmap of memory region %u (0x%zx bytes): %s",
 				i, d->map_len, strerror(err));
-			d->map = NULL;
-			dst->nregions = i;
 			mem_unmap(dst);
 			return -err;
 		}
 		d->map = p;
 		d->host = (uint8_t *)p + s->mmap_offset;
-		dst->nregions = i + 1;
 		log_dbg("region %u: gpa 0x%llx size 0x%llx qva 0x%llx -> %p", i,
 			(unsigned long long)d->gpa, (unsigned long long)d->size,
 			(unsigned long long)d->qva, (void *)d->host);
@@ -126,7 +140,8 @@ fail_inval:
 	return -EINVAL;
 }
 
-void *mem_qva_to_host(const struct mem_table *mt, uint64_t qva, uint64_t len)
+static const struct mem_region *region_of(const struct mem_table *mt,
+					  uint64_t qva, uint64_t len)
 {
 	unsigned int i;
 
@@ -137,7 +152,43 @@ void *mem_qva_to_host(const struct mem_table *mt, uint64_t qva, uint64_t len)
 
 		if (qva >= r->qva && qva - r->qva < r->size &&
 		    len <= r->size - (qva - r->qva))
-			return r->host + (qva - r->qva);
+			return r;
 	}
 	return NULL;
+}
+
+void *mem_qva_to_host(const struct mem_table *mt, uint64_t qva, uint64_t len)
+{
+	const struct mem_region *r = region_of(mt, qva, len);
+
+	return r ? r->host + (qva - r->qva) : NULL;
+}
+
+int mem_read(const struct mem_table *mt, uint64_t qva, void *buf, size_t len)
+{
+	const struct mem_region *r = region_of(mt, qva, len);
+	ssize_t n;
+
+	if (!r)
+		return -EFAULT;
+	do {
+		n = pread(r->fd, buf, len, r->mmap_offset + (qva - r->qva));
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	/* Short: the front-end cut the fd below the region. */
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+uint64_t mem_log_bytes(const struct mem_table *mt)
+{
+	uint64_t end = 0, pages;
+	unsigned int i;
+
+	for (i = 0; i < mt->nregions; i++) {
+		if (mt->r[i].gpa + mt->r[i].size > end)
+			end = mt->r[i].gpa + mt->r[i].size;
+	}
+	pages = (end + 4095) / 4096;
+	return (pages + 7) / 8;
 }

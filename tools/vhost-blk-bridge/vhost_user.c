@@ -176,8 +176,11 @@ struct vu_ring {
 	bool kick_set;
 	bool enabled;
 	bool stopped;		/* GET_VRING_BASE seen since last setup */
-	struct vhost_vring_addr qaddr;	/* as QEMU sent it */
-	struct vring_used *used;	/* the used ring, as mapped here */
+	/*
+	 * As the front-end sent it, in its own address space: the rings are
+	 * translated into ours from this whenever the memory table changes.
+	 */
+	struct vhost_vring_addr qaddr;
 };
 
 struct session {
@@ -200,6 +203,7 @@ struct session {
 	/* The dirty log of a migration, as mapped here; NULL: none. */
 	void *log;
 	size_t log_len;
+	uint64_t log_size;		/* bytes of log the kernel may mark */
 	struct vu_ring vr[VHOST_BLK_MAX_QUEUES];
 };
 
@@ -635,12 +639,18 @@ static int resume_rings(struct session *s)
 	for (i = 0; i < nqueues(s); i++) {
 		struct vu_ring *vr = &s->vr[i];
 
-		if (!vr->addr_set || !vr->used)
+		if (!vr->addr_set)
 			continue;
 		if (vdev_get_vring_base(&s->dev, i, &base))
 			return -EIO;
-		used = le16toh(__atomic_load_n(&vr->used->idx,
-					       __ATOMIC_ACQUIRE));
+		/* Through the fd: a front-end may have cut it short. */
+		if (mem_read(&s->mem, vr->qaddr.used_user_addr + 2, &used,
+			     sizeof(used))) {
+			log_msg("ring %u: the used ring cannot be read (the front-end shrank guest memory?)",
+				i);
+			return -EFAULT;
+		}
+		used = le16toh(used);
 		if (used == (uint16_t)base)
 			continue;
 		log_msg("ring %u: resuming at used index %u, not at base %u: a device before this one completed requests after the front-end last looked",
@@ -865,6 +875,34 @@ static int do_set_features(struct session *s, struct vu_msg *m)
 	return ret;
 }
 
+/*
+ * Our addresses of a ring the front-end placed at @qa (its addresses) with
+ * @num entries, each part wholly inside one region; false if any is not.
+ */
+static bool ring_to_host(const struct mem_table *mt,
+			 const struct vhost_vring_addr *qa, unsigned int num,
+			 void **desc, void **avail, void **used)
+{
+	*desc = mem_qva_to_host(mt, qa->desc_user_addr, 16ULL * num);
+	*avail = mem_qva_to_host(mt, qa->avail_user_addr, 6 + 2ULL * num);
+	*used = mem_qva_to_host(mt, qa->used_user_addr, 6 + 8ULL * num);
+	return *desc && *avail && *used;
+}
+
+/* A dirty log of @bytes is too small for the guest memory of @mt. */
+static bool log_too_small(const struct mem_table *mt, uint64_t bytes)
+{
+	uint64_t need = mem_log_bytes(mt);
+
+	if (bytes >= need)
+		return false;
+	log_msg("the dirty log holds %llu bytes; guest memory up to 0x%llx needs %llu",
+		(unsigned long long)bytes,
+		(unsigned long long)(need * 8 * 4096),
+		(unsigned long long)need);
+	return true;
+}
+
 static int do_set_mem_table(struct session *s, struct vu_msg *m)
 {
 	struct mem_table want, got, old;
@@ -890,6 +928,11 @@ static int do_set_mem_table(struct session *s, struct vu_msg *m)
 	ret = mem_map(&got, &want, m->fds);
 	if (ret)
 		return ret == -EINVAL ? VU_FATAL : ret;
+	/* The kernel marks the log for every page it writes: it must fit. */
+	if (s->log && log_too_small(&got, s->log_size)) {
+		mem_unmap(&got);
+		return -EINVAL;
+	}
 
 	/*
 	 * Requests in flight hold addresses in the old mappings (the status
@@ -915,13 +958,7 @@ static int do_set_mem_table(struct session *s, struct vu_msg *m)
 
 		if (!vr->addr_set)
 			continue;
-		d = mem_qva_to_host(&s->mem, vr->qaddr.desc_user_addr,
-				    16ULL * vr->num);
-		a = mem_qva_to_host(&s->mem, vr->qaddr.avail_user_addr,
-				    6 + 2ULL * vr->num);
-		u = mem_qva_to_host(&s->mem, vr->qaddr.used_user_addr,
-				    6 + 8ULL * vr->num);
-		if (!d || !a || !u) {
+		if (!ring_to_host(&s->mem, &vr->qaddr, vr->num, &d, &a, &u)) {
 			log_msg("ring %u is outside the new memory table", i);
 			vr->addr_set = false;
 			detach(s);
@@ -1015,10 +1052,7 @@ static int do_vring_addr(struct session *s, struct vu_msg *m)
 		log_msg("SET_VRING_ADDR %u before SET_VRING_NUM", qa->index);
 		return -EINVAL;
 	}
-	d = mem_qva_to_host(&s->mem, qa->desc_user_addr, 16ULL * vr->num);
-	a = mem_qva_to_host(&s->mem, qa->avail_user_addr, 6 + 2ULL * vr->num);
-	u = mem_qva_to_host(&s->mem, qa->used_user_addr, 6 + 8ULL * vr->num);
-	if (!d || !a || !u) {
+	if (!ring_to_host(&s->mem, qa, vr->num, &d, &a, &u)) {
 		log_msg("malformed SET_VRING_ADDR %u: ring outside guest memory (desc 0x%llx avail 0x%llx used 0x%llx)",
 			qa->index, (unsigned long long)qa->desc_user_addr,
 			(unsigned long long)qa->avail_user_addr,
@@ -1032,7 +1066,6 @@ static int do_vring_addr(struct session *s, struct vu_msg *m)
 	if (ret)
 		return ret;
 	vr->qaddr = *qa;
-	vr->used = u;
 	vr->addr_set = true;
 	return update_running(s);
 }
@@ -1106,6 +1139,16 @@ static int do_set_log_base(struct session *s, struct vu_msg *m)
 			(unsigned long long)size, (unsigned long long)off);
 		return VU_FATAL;
 	}
+	/*
+	 * The kernel writes dirty bits up to the log's end for the highest
+	 * guest page, bounded by nothing but what is mapped here: the log
+	 * must be memory that holds all of it.
+	 */
+	if (!fd_is_memory("SET_LOG_BASE", m->fds[0], off + size) ||
+	    log_too_small(&s->mem, size)) {
+		ret = -EINVAL;
+		goto reply;
+	}
 	skip = off % pg;
 	p = mmap(NULL, size + skip, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 m->fds[0], off - skip);
@@ -1122,10 +1165,12 @@ static int do_set_log_base(struct session *s, struct vu_msg *m)
 				munmap(s->log, s->log_len);
 			s->log = p;
 			s->log_len = size + skip;
+			s->log_size = size;
 			log_dbg("dirty log: %llu bytes",
 				(unsigned long long)size);
 		}
 	}
+reply:
 	if (ret)
 		status = 1;
 	if (vu_send(s, VU_SET_LOG_BASE, &status, sizeof(status)))

@@ -925,6 +925,47 @@ def test_log_size(be):
         b.stop()
 
 
+def test_sigterm_lock_wait(_):
+    """SIGTERM ends a bridge that waits for the backend's lock at once."""
+    be = backend_file("lockterm.img")
+    pa, pb = socket_path("lockterm-a"), socket_path("lockterm-b")
+    a = Bridge("lockterm-a", ["--backend", be, "--no-kernel", "--socket", pa],
+               wait_socket=True)
+    b = Bridge("lockterm-b", ["--backend", be, "--no-kernel", "--socket", pb,
+                              "--lock-timeout", "60"], wait_socket=True)
+    base = (1 << F_VERSION_1) | (1 << F_PROTOCOL)
+    try:
+        with connect(pa) as sa:
+            ran_a = handshake(sa, base) and start_ring(sa)
+            with connect(pb, timeout=90) as sb:
+                handshake(sb, base)
+                fd = memfd(1 << 20)
+                send(sb, SET_MEM_TABLE, mem_table(1 << 20), [fd])
+                os.close(fd)
+                send(sb, SET_VRING_NUM, struct.pack("<II", 0, 16))
+                qva = 0x7f0000000000
+                send(sb, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 0, qva, qva + 4096,
+                                                     qva + 8192, 0))
+                kick = os.eventfd(0)
+                send(sb, SET_VRING_KICK, struct.pack("<Q", 0), [kick])
+                os.close(kick)
+                send(sb, SET_VRING_ENABLE, struct.pack("<II", 0, 1))
+                waiting = b.wait_log("waiting up to 60 s", 10)
+                t0 = time.time()
+                b.proc.send_signal(signal.SIGTERM)
+                try:
+                    rc = b.proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    rc = None
+                took = time.time() - t0
+        check("SIGTERM while waiting up to 60 s for the backend's lock: exit in %.1f s "
+              "(status %s)" % (took, rc), ran_a and waiting and rc == 0 and took < 5,
+              a.text() + b.text())
+    finally:
+        a.stop()
+        b.stop()
+
+
 def get_capacity(sock):
     r = call(sock, GET_CONFIG, struct.pack("<III", 0, 8, 0) + b"\0" * 8)
     return struct.unpack("<Q", r[2][12:])[0] if r and len(r[2]) == 20 else None
@@ -1182,7 +1223,7 @@ def main():
                   test_timeouts, test_sigterm_blocked_reply, test_accept_errors,
                   test_writeback_without_flush, test_backend_lock,
                   test_resume_at_used, test_new_mem_table_running,
-                  test_shrunk_memory, test_log_size,
+                  test_shrunk_memory, test_log_size, test_sigterm_lock_wait,
                   test_resize,
                   test_migration_log, test_user, test_noatime_fallback):
             try:

@@ -593,7 +593,6 @@ static int lock_backend(struct session *s, int fd)
 {
 	unsigned int wait = s->br->opts->lock_timeout;
 	long long deadline = bridge_now_ms() + wait * 1000LL;
-	const struct timespec step = { 0, 10 * 1000 * 1000 };
 	bool told = false;
 
 	if (!wait)
@@ -614,7 +613,11 @@ static int lock_backend(struct session *s, int fd)
 			log_msg("the backend is locked by another device (a bridge before this one, completing its requests?): waiting up to %u s",
 				wait);
 		told = true;
-		nanosleep(&step, NULL);
+		/* Sleep where SIGTERM is delivered: a stop is not held up. */
+		if (bridge_wait(-1, 0, bridge_now_ms() + 10) == -EINTR) {
+			log_msg("stopping: not starting the rings");
+			return -EINTR;
+		}
 	}
 	if (told)
 		log_msg("the backend is free: starting the rings");

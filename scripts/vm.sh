@@ -21,8 +21,9 @@
 #
 # Inside L2: the project's modules in /lib/modules/REL/extra (modprobe vhost_blk,
 # modprobe virtio_blk_bio), /src/selftests, the tools in /usr/bin, and
-#   l3run [-t SEC] [-s SEC] [-m MEM] [-c CPUS] SCRIPT [QEMU_ARGS...]
-# which boots an L3 guest (nested KVM, same kernel) running SCRIPT.
+#   l3run [-t SEC] [-s SEC] [-m MEM] [-c CPUS] [-d] SCRIPT [QEMU_ARGS...]
+# which boots an L3 guest (nested KVM, same kernel) running SCRIPT (-d: with
+# QEMU's default devices).
 #
 # It builds from the checkout it lives in, into that checkout's build/. Several
 # people editing one checkout: run it from a private copy (rsync -a --exclude build).

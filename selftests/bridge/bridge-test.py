@@ -38,7 +38,7 @@ BRIDGE = sys.argv[1] if len(sys.argv) > 1 else \
     os.path.join(TOP, "tools/vhost-blk-bridge/vhost-blk-bridge")
 
 # vhost-user requests
-GET_FEATURES, SET_FEATURES, SET_OWNER = 1, 2, 3
+GET_FEATURES, SET_FEATURES, SET_OWNER, RESET_OWNER = 1, 2, 3, 4
 SET_MEM_TABLE, SET_LOG_BASE = 5, 6
 SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE, GET_VRING_BASE = 8, 9, 10, 11
 SET_VRING_KICK, SET_VRING_CALL = 12, 13
@@ -1071,6 +1071,61 @@ def test_resize(_):
         b.stop()
 
 
+def test_reset_owner_channel(_):
+    """RESET_OWNER resets the device, not the connection: resizes are still
+    told on the back-end channel."""
+    be = backend_file("resetown.img", 1 << 20)
+    path = socket_path("resetown")
+    b = Bridge("resetown", ["--backend", be, "--no-kernel", "--buffered", "-v",
+                            "--socket", path], wait_socket=True)
+    change = hdr(BACKEND_CONFIG_CHANGE_MSG, 0)
+    feats = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_FLUSH)
+    try:
+        with connect(path) as s:
+            send(s, SET_PROTOCOL_FEATURES, struct.pack(
+                "<Q", (1 << PF_REPLY_ACK) | (1 << PF_CONFIG) | (1 << PF_BACKEND_REQ)))
+            send(s, SET_OWNER)
+            h = acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            front, back = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            a = acked(s, SET_BACKEND_REQ_FD, b"", [back.fileno()])
+            back.close()
+            r = acked(s, RESET_OWNER)
+            o = acked(s, SET_OWNER)
+            os.truncate(be, 2 << 20)
+            b.proc.send_signal(signal.SIGHUP)
+            m = config_change(front, 10)
+            cap = get_capacity(s)
+            check("after RESET_OWNER a resize is still told on the back-end channel "
+                  "(%s %s %s %s, %s sectors)" % (h, a, r, o, cap),
+                  h and a and r and o and m == change and cap == 4096, b.text())
+            front.close()
+    finally:
+        b.stop()
+
+
+def test_config_flags(be):
+    """SET_CONFIG and GET_CONFIG take flags 0 (front-end) and 1 (migration)."""
+    path = socket_path("cfgflags")
+    b = Bridge("cfgflags", ["--backend", be, "--no-kernel", "--buffered", "--socket", path],
+               wait_socket=True)
+    base = (1 << F_VERSION_1) | (1 << F_PROTOCOL) | (1 << F_FLUSH) | (1 << F_CONFIG_WCE)
+    try:
+        with connect(path) as s:
+            h = handshake(s, base)
+            a = acked(s, SET_CONFIG, struct.pack("<III", WCE_OFF, 1, 1) + b"\1")
+            check("SET_CONFIG with the migration flag is taken (%s)" % a, h and a, b.text())
+            a = acked(s, SET_CONFIG, struct.pack("<III", WCE_OFF, 1, 2) + b"\1")
+            check("  SET_CONFIG with an unknown flag ends the session (%s)" % a,
+                  a is None and session_ended(s), b.text())
+        with connect(path) as s:
+            send(s, GET_CONFIG, struct.pack("<III", 0, 8, 0x80) + b"\0" * 8)
+            check("  GET_CONFIG with an unknown flag ends the session", session_ended(s),
+                  b.text())
+        check("  the bridge serves on", b.alive() and get_features_ok(path), b.text())
+    finally:
+        b.stop()
+
+
 def test_migration_log(_):
     be = backend_file("mig.img", 1 << 20)
     path = socket_path("mig")
@@ -1224,7 +1279,7 @@ def main():
                   test_writeback_without_flush, test_backend_lock,
                   test_resume_at_used, test_new_mem_table_running,
                   test_shrunk_memory, test_log_size, test_sigterm_lock_wait,
-                  test_resize,
+                  test_resize, test_reset_owner_channel, test_config_flags,
                   test_migration_log, test_user, test_noatime_fallback):
             try:
                 t(be)

@@ -160,7 +160,6 @@ int vdev_set_backend(struct vdev *d, int fd, bool ro, unsigned int queues,
 int vdev_get_config(struct vdev *d, struct vhost_blk_config *cfg);
 /* The backend was resized: the capacity requests are checked against. */
 int vdev_set_capacity(struct vdev *d, uint64_t sectors);
-int vdev_get_features(struct vdev *d, uint64_t *features);
 int vdev_set_features(struct vdev *d, uint64_t features);
 int vdev_set_mem_table(struct vdev *d, const struct mem_table *mt);
 int vdev_set_vring_num(struct vdev *d, unsigned int idx, unsigned int num);

@@ -147,15 +147,6 @@ int vdev_get_config(struct vdev *d, struct vhost_blk_config *cfg)
 	return xioctl(d, VHOST_BLK_GET_CONFIG, cfg, "VHOST_BLK_GET_CONFIG");
 }
 
-int vdev_get_features(struct vdev *d, uint64_t *features)
-{
-	if (d->no_kernel) {
-		*features = VHOST_BLK_FEATURES;
-		return 0;
-	}
-	return xioctl(d, VHOST_GET_FEATURES, features, "VHOST_GET_FEATURES");
-}
-
 int vdev_set_features(struct vdev *d, uint64_t features)
 {
 	return xioctl(d, VHOST_SET_FEATURES, &features, "VHOST_SET_FEATURES");

@@ -115,6 +115,8 @@ enum {
 
 #define VU_MAX_PAYLOAD		4096
 #define VU_CONFIG_HDR		12
+/* GET/SET_CONFIG flags: 0 = written by the front-end; this = a migration's. */
+#define VU_CONFIG_F_MIGRATION	1u
 
 struct vu_hdr {
 	uint32_t request;
@@ -791,7 +793,7 @@ static int session_open_device(struct session *s)
 	return 0;
 }
 
-static void session_close_device(struct session *s)
+static void session_close_device(struct session *s, bool keep_channel)
 {
 	detach(s);
 	vdev_close(&s->dev);
@@ -799,9 +801,10 @@ static void session_close_device(struct session *s)
 	if (s->log)
 		munmap(s->log, s->log_len);
 	s->log = NULL;
-	if (s->backend_req_fd >= 0)
+	if (s->backend_req_fd >= 0 && !keep_channel) {
 		close(s->backend_req_fd);
-	s->backend_req_fd = -1;
+		s->backend_req_fd = -1;
+	}
 	mem_unmap(&s->mem);
 	memset(s->vr, 0, sizeof(s->vr));
 	s->features = 0;
@@ -1206,9 +1209,16 @@ static int do_get_vring_base(struct session *s, struct vu_msg *m)
 	/* Stop: detaching drains every request in flight on all rings. */
 	vr->stopped = true;
 	vr->enabled = false;
-	if (detach(s))
-		log_msg("GET_VRING_BASE %u: stopping the device failed",
+	/*
+	 * A base is only true once every request fetched has completed: one
+	 * given while requests may still complete would let a migration or a
+	 * reconnect resume behind them.  No stop, no answer.
+	 */
+	if (detach(s)) {
+		log_msg("GET_VRING_BASE %u: the device did not stop; ending the session without a base",
 			m->p.state.index);
+		return VU_FATAL;
+	}
 	/* A base we cannot read is not answered with a made-up one. */
 	if (vdev_get_vring_base(&s->dev, m->p.state.index, &base)) {
 		log_msg("GET_VRING_BASE %u: the kernel did not report the ring state; ending the session",
@@ -1240,17 +1250,36 @@ static int do_vring_enable(struct session *s, struct vu_msg *m)
 	return update_running(s);
 }
 
-static int do_get_config(struct session *s, struct vu_msg *m)
+/*
+ * GET_CONFIG and SET_CONFIG: a header (offset, size, flags) and size bytes,
+ * no fd; the flags say who writes (the front-end, or a migration's
+ * restore), nothing else.
+ */
+static bool config_msg_ok(const struct vu_msg *m)
 {
-	struct vu_config *c = &m->p.cfg;
+	const struct vu_config *c = &m->p.cfg;
 
 	if (m->hdr.size < VU_CONFIG_HDR || m->nfds ||
 	    c->size > VU_CONFIG_SPACE ||
 	    m->hdr.size != VU_CONFIG_HDR + c->size) {
 		size_is(m, VU_CONFIG_HDR + (m->hdr.size >= VU_CONFIG_HDR ?
 					    c->size : 0), 0);
-		return VU_FATAL;
+		return false;
 	}
+	if (c->flags & ~VU_CONFIG_F_MIGRATION) {
+		log_msg("malformed %s: flags 0x%x", req_name(m->hdr.request),
+			c->flags);
+		return false;
+	}
+	return true;
+}
+
+static int do_get_config(struct session *s, struct vu_msg *m)
+{
+	struct vu_config *c = &m->p.cfg;
+
+	if (!config_msg_ok(m))
+		return VU_FATAL;
 	if (c->offset > VU_CONFIG_SPACE ||
 	    c->size > VU_CONFIG_SPACE - c->offset) {
 		log_msg("GET_CONFIG offset %u size %u: out of range",
@@ -1271,13 +1300,8 @@ static int do_set_config(struct session *s, struct vu_msg *m)
 	bool was_attached = s->attached;
 	int ret = 0;
 
-	if (m->hdr.size < VU_CONFIG_HDR || m->nfds ||
-	    c->size > VU_CONFIG_SPACE ||
-	    m->hdr.size != VU_CONFIG_HDR + c->size) {
-		size_is(m, VU_CONFIG_HDR + (m->hdr.size >= VU_CONFIG_HDR ?
-					    c->size : 0), 0);
+	if (!config_msg_ok(m))
 		return VU_FATAL;
-	}
 	if (c->offset != wce_off || c->size != 1 || c->region[0] > 1) {
 		log_msg("SET_CONFIG offset %u size %u: only the wce byte is writable",
 			c->offset, c->size);
@@ -1436,8 +1460,11 @@ static int dispatch(struct session *s, struct vu_msg *m)
 	case VU_RESET_OWNER:
 		if (!size_is(m, 0, 0))
 			return VU_FATAL;
-		/* Back to a fresh device, as after connect. */
-		session_close_device(s);
+		/*
+		 * Back to a fresh device, as after connect; the back-end
+		 * channel is the connection's, not the device's, and stays.
+		 */
+		session_close_device(s, true);
 		s->owner = false;
 		return session_open_device(s) ? VU_FATAL : 0;
 	case VU_GET_QUEUE_NUM:
@@ -1538,7 +1565,7 @@ int vu_serve(struct bridge *br, int sock)
 		}
 	}
 
-	session_close_device(s);
+	session_close_device(s, false);
 	free(s);
 	free(m);
 	return ret;

@@ -97,9 +97,11 @@ if [ "$(cat "$imgdir/l3.key" 2>/dev/null)" != "$l3key" ]; then
 fi
 
 # L2 image: the host side, carrying QEMU, the tools and the L3 kernel + image.
+# (l3run -d, QEMU's default devices: the VGA card's BIOS and the default NIC's ROM.)
 fw=()
 for f in /usr/share/seabios/bios-256k.bin /usr/share/qemu/linuxboot_dma.bin \
-	 /usr/share/qemu/kvmvapic.bin /usr/share/qemu/pvh.bin /usr/share/qemu/multiboot_dma.bin; do
+	 /usr/share/qemu/kvmvapic.bin /usr/share/qemu/pvh.bin /usr/share/qemu/multiboot_dma.bin \
+	 /usr/share/seabios/vgabios-stdvga.bin /usr/lib/ipxe/qemu/efi-e1000.rom; do
 	[ -f "$f" ] && fw+=(--file "$f:$f")
 done
 # libvirt for selftests/l2/43-libvirt.sh, when installed here (make deps): the

@@ -1,19 +1,122 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Compatibility shims between the supported kernels (6.1 LTS and 6.12 LTS).
- * Every version test of the project lives in this header.
+ * Compatibility shims of the supported kernels: 7.3, 6.12 LTS and 6.1 LTS.
+ * The code is written against the newest kernel's API; what an older kernel
+ * lacks or spells differently is provided here, in its newer form, as the
+ * kernel's backports project does.  Every version test of the project lives
+ * in this header.  Kernels between 6.12 and 7.3 are not supported: a shim's
+ * version is where the change went upstream, tested on 6.1, 6.12 and 7.3.
  */
 #ifndef _VHOST_BLK_KCOMPAT_H
 #define _VHOST_BLK_KCOMPAT_H
 
+#include <linux/hrtimer.h>
 #include <linux/version.h>
+
+/*
+ * True when the kernel built for is older than MAJOR.MINOR: the version
+ * LINUX_VERSION_CODE carries, from the parts <linux/version.h> gives.
+ */
+#define KCOMPAT_BEFORE(major, minor)					\
+	(KERNEL_VERSION(LINUX_VERSION_MAJOR, LINUX_VERSION_PATCHLEVEL, 0) < \
+	 KERNEL_VERSION(major, minor, 0))
+
+/*
+ * 6.13 added hrtimer_setup(), which takes the callback with the clock and
+ * the mode; hrtimer_init() and assigning ->function went later.
+ */
+#if KCOMPAT_BEFORE(6, 13)
+static inline void
+kcompat_hrtimer_setup(struct hrtimer *timer,
+		      enum hrtimer_restart (*function)(struct hrtimer *),
+		      clockid_t clock_id, enum hrtimer_mode mode)
+{
+	hrtimer_init(timer, clock_id, mode);
+	timer->function = function;
+}
+
+#define hrtimer_setup kcompat_hrtimer_setup
+#endif
 
 /* ---- vhost_blk: vhost core shims (owner: vhost_blk) ---- */
 #ifdef KCOMPAT_VHOST_BLK
+#include <linux/bio.h>
 #include <linux/blk_types.h>
 #include <linux/fs.h>
+#include <linux/uio.h>
 #include <linux/vhost.h>
 #include "vhost.h"
+
+/*
+ * 6.17 (in-order virtqueues) gave vhost_add_used_n() @nheads, the number of
+ * descriptors of each used head; NULL, the only value vhost_blk passes (it
+ * does not offer VIRTIO_F_IN_ORDER), writes the used ring as before.
+ */
+#if KCOMPAT_BEFORE(6, 17)
+static inline int kcompat_vhost_add_used_n(struct vhost_virtqueue *vq,
+					   struct vring_used_elem *heads,
+					   u16 *nheads, unsigned int count)
+{
+	WARN_ON_ONCE(nheads);
+	return vhost_add_used_n(vq, heads, count);
+}
+
+#define vhost_add_used_n kcompat_vhost_add_used_n
+#endif
+
+/*
+ * bio_iov_iter_get_pages() checks the alignment of the buffer itself since
+ * 6.18, which removed bdev_iter_is_aligned() (and iov_iter_is_aligned()); in
+ * 7.3 it takes the memory alignment mask (each segment's address and length)
+ * and the length alignment mask (the total), and fails a misaligned buffer
+ * with -EINVAL.  Before, the caller checked the buffer with
+ * iov_iter_is_aligned(), the length mask applying to each segment.
+ *
+ * 7.3 no longer exports it to modules: the same, for a user buffer, from
+ * what it does export (iov_iter_extract_bvecs(), which checks the memory
+ * alignment).  What the module does not need is left out: kernel (bvec)
+ * iterators, P2P DMA pages.  A total off the length mask is refused, not
+ * trimmed: vhost_blk takes all of a buffer or none of it.
+ */
+#if KCOMPAT_BEFORE(6, 18)
+static inline int kcompat_bio_iov_iter_get_pages(struct bio *bio,
+						 struct iov_iter *iter,
+						 unsigned int mem_align_mask,
+						 unsigned int len_align_mask)
+{
+	if (!iov_iter_is_aligned(iter, mem_align_mask, len_align_mask))
+		return -EINVAL;
+	return bio_iov_iter_get_pages(bio, iter);
+}
+#else
+static inline int kcompat_bio_iov_iter_get_pages(struct bio *bio,
+						 struct iov_iter *iter,
+						 unsigned int mem_align_mask,
+						 unsigned int len_align_mask)
+{
+	ssize_t ret;
+
+	if (WARN_ON_ONCE(iov_iter_is_bvec(iter)))
+		return -EINVAL;
+	if (iov_iter_extract_will_pin(iter))
+		bio_set_flag(bio, BIO_PAGE_PINNED);
+	do {
+		ret = iov_iter_extract_bvecs(iter, bio->bi_io_vec,
+					     UINT_MAX - bio->bi_iter.bi_size,
+					     &bio->bi_vcnt, bio->bi_max_vecs,
+					     mem_align_mask, 0);
+		if (ret < 0)
+			return ret;	/* the caller releases what was taken */
+		if (!ret)
+			break;
+		bio->bi_iter.bi_size += ret;
+	} while (iov_iter_count(iter) && bio->bi_vcnt < bio->bi_max_vecs);
+	if (!bio->bi_vcnt)
+		return -EFAULT;
+	return bio->bi_iter.bi_size & len_align_mask ? -EINVAL : 0;
+}
+#endif
+#define bio_iov_iter_get_pages kcompat_bio_iov_iter_get_pages
 
 /*
  * 6.5 brought per-virtqueue workers together with the multi-worker ioctls,
@@ -103,6 +206,102 @@ static inline void vhost_blk_bio_write_hint(struct bio *bio,
 #include <linux/blk-mq.h>
 #include <linux/slab.h>
 #include <linux/virtio_config.h>
+
+/*
+ * 6.14 mapped CPUs to hardware queues by the bus's interrupt affinity for
+ * every bus, blk_mq_map_hw_queues(), and removed the per-bus helpers, among
+ * them <linux/blk-mq-virtio.h>.  Only a virtio device reaches this one.
+ */
+#if KCOMPAT_BEFORE(6, 14)
+#include <linux/blk-mq-virtio.h>
+
+static inline void kcompat_blk_mq_map_hw_queues(struct blk_mq_queue_map *qmap,
+						struct device *dev,
+						unsigned int offset)
+{
+	blk_mq_virtio_map_queues(qmap, dev_to_virtio(dev), offset);
+}
+
+#define blk_mq_map_hw_queues kcompat_blk_mq_map_hw_queues
+#endif
+
+/*
+ * 6.14: blk_mq_freeze_queue() saves the task's memory allocation flags and
+ * returns them, blk_mq_unfreeze_queue() restores them; and merging became
+ * what every queue does, BLK_MQ_F_SHOULD_MERGE went.
+ */
+#if KCOMPAT_BEFORE(6, 14)
+static inline unsigned int __must_check
+kcompat_blk_mq_freeze_queue(struct request_queue *q)
+{
+	blk_mq_freeze_queue(q);
+	return 0;
+}
+
+#define blk_mq_freeze_queue kcompat_blk_mq_freeze_queue
+
+static inline void kcompat_blk_mq_unfreeze_queue(struct request_queue *q,
+						 unsigned int memflags)
+{
+	blk_mq_unfreeze_queue(q);
+}
+
+#define blk_mq_unfreeze_queue kcompat_blk_mq_unfreeze_queue
+
+static inline int kcompat_blk_mq_alloc_tag_set(struct blk_mq_tag_set *set)
+{
+	set->flags |= BLK_MQ_F_SHOULD_MERGE;
+	return blk_mq_alloc_tag_set(set);
+}
+
+#define blk_mq_alloc_tag_set kcompat_blk_mq_alloc_tag_set
+#endif
+
+/* 6.15: blk_rq_map_sg() takes the queue from the request. */
+#if KCOMPAT_BEFORE(6, 15)
+static inline int kcompat_blk_rq_map_sg(struct request *rq,
+					struct scatterlist *sglist)
+{
+	return blk_rq_map_sg(rq->q, rq, sglist);
+}
+
+#define blk_rq_map_sg kcompat_blk_rq_map_sg
+#endif
+
+/* 6.16: blk_rq_map_kern() takes the queue from the request. */
+#if KCOMPAT_BEFORE(6, 16)
+static inline int kcompat_blk_rq_map_kern(struct request *rq, void *kbuf,
+					  unsigned int len, gfp_t gfp)
+{
+	return blk_rq_map_kern(rq->q, rq, kbuf, len, gfp);
+}
+
+#define blk_rq_map_kern kcompat_blk_rq_map_kern
+#endif
+
+/*
+ * 6.18: ->getgeo() is given the gendisk instead of a block device.  The
+ * driver's method takes the gendisk; KCOMPAT_GETGEO() names what goes into
+ * block_device_operations, and on older kernels KCOMPAT_DEFINE_GETGEO()
+ * defines that, a wrapper taking the block device.  Both check the method's
+ * prototype.
+ */
+#if KCOMPAT_BEFORE(6, 18)
+#define KCOMPAT_GETGEO(fn)	fn##_bdev
+#define KCOMPAT_DEFINE_GETGEO(fn)					\
+	static int fn##_bdev(struct block_device *bdev,			\
+			     struct hd_geometry *geo)			\
+	{								\
+		return fn(bdev->bd_disk, geo);				\
+	}								\
+	static_assert(__same_type(&(fn), int (*)(struct gendisk *,	\
+						 struct hd_geometry *)))
+#else
+#define KCOMPAT_GETGEO(fn)	fn
+#define KCOMPAT_DEFINE_GETGEO(fn)					\
+	static_assert(__same_type(&(fn), int (*)(struct gendisk *,	\
+						 struct hd_geometry *)))
+#endif
 
 /* Queue features, translated to BLK_FEAT_* (6.11+) or queue flags (6.1). */
 #define VBB_FEAT_WRITE_CACHE	BIT(0)

@@ -64,8 +64,7 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 	/* The device shrank under the capacity: the file path's answer. */
 	if (pos + req->len > bdev_nr_bytes(bdev))
 		return false;
-	if (pos & (bdev_logical_block_size(bdev) - 1) ||
-	    !bdev_iter_is_aligned(bdev, iter))
+	if (pos & (bdev_logical_block_size(bdev) - 1))
 		return false;
 	if (READ_ONCE(mapping->nrpages) &&
 	    filemap_range_has_page(mapping, pos, pos + req->len - 1))
@@ -87,8 +86,13 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 	bio_init(bio, bdev, req->bvec, VHOST_BLK_BIO_VECS, opf);
 	bio->bi_iter.bi_sector = req->sector;
 	bio->bi_end_io = vhost_blk_bio_end_io;
-	/* All of it or nothing: a bio that took part of the pages goes back. */
-	if (bio_iov_iter_get_pages(bio, iter) || iov_iter_count(iter)) {
+	/*
+	 * All of it or nothing: a bio that took part of the pages goes back,
+	 * and so does a buffer the device cannot take as it is (-EINVAL).
+	 */
+	if (bio_iov_iter_get_pages(bio, iter, bdev_dma_alignment(bdev),
+				   bdev_logical_block_size(bdev) - 1) ||
+	    iov_iter_count(iter)) {
 		bio_release_pages(bio, false);
 		bio_uninit(bio);
 		*iter = saved;

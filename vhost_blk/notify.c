@@ -42,8 +42,8 @@ static enum hrtimer_restart vhost_blk_irq_timeout(struct hrtimer *timer)
 
 void vhost_blk_irq_init(struct vhost_blk_vq *bvq)
 {
-	hrtimer_init(&bvq->irq_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
-	bvq->irq_timer.function = vhost_blk_irq_timeout;
+	hrtimer_setup(&bvq->irq_timer, vhost_blk_irq_timeout, CLOCK_MONOTONIC,
+		      HRTIMER_MODE_REL);
 }
 
 /* Nothing held any more (teardown, every request retired). */

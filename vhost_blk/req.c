@@ -617,8 +617,8 @@ static enum hrtimer_restart vhost_blk_batch_timeout(struct hrtimer *timer)
 
 void vhost_blk_batch_init(struct vhost_blk_vq *bvq)
 {
-	hrtimer_init(&bvq->batch_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
-	bvq->batch_timer.function = vhost_blk_batch_timeout;
+	hrtimer_setup(&bvq->batch_timer, vhost_blk_batch_timeout,
+		      CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	bvq->batch_probe_every = VHOST_BLK_BATCH_PROBE;
 }
 
@@ -1194,7 +1194,7 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 	llist_for_each_entry_safe(req, next, list, node) {
 		vhost_blk_retire(req, &used[n]);
 		if (++n == VHOST_BLK_USED_BATCH) {
-			vhost_add_used_n(vq, used, n);
+			vhost_add_used_n(vq, used, NULL, n);
 			n = 0;
 		}
 		bvq->inflight--;
@@ -1202,7 +1202,7 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 		vhost_blk_req_free(bvq, req);
 	}
 	if (n)
-		vhost_add_used_n(vq, used, n);
+		vhost_add_used_n(vq, used, NULL, n);
 	if (total)
 		bvq->stats.batches++;
 	if (!vhost_blk_irq_hold(bvq, total))

@@ -19,7 +19,6 @@
  * completion drains before it wakes a waiting submitter.
  */
 #include <linux/bio.h>
-#include <linux/blk-mq-virtio.h>
 #include <linux/completion.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -306,7 +305,7 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 
 	br->out_hdr.type = cpu_to_virtio32(vdev, type);
 	br->out_hdr.sector = cpu_to_virtio64(vdev, sector);
-	br->out_hdr.ioprio = cpu_to_virtio32(vdev, bio ? bio_prio(bio) : 0);
+	br->out_hdr.ioprio = cpu_to_virtio32(vdev, bio ? bio->bi_ioprio : 0);
 	br->status = VIRTIO_BLK_S_IOERR;
 	sg_init_one(status, &br->status, sizeof(br->status));
 	sgs[*out + (*in)++] = status;
@@ -1299,7 +1298,7 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 	/* the same CPU -> queue spread as the blk-mq path's default map */
 	map.mq_map = vb->cpu_vq;
 	map.nr_queues = vb->num_vqs;
-	blk_mq_virtio_map_queues(&map, vb->vdev, 0);
+	blk_mq_map_hw_queues(&map, &vb->vdev->dev, 0);
 	for_each_possible_cpu(cpu)
 		if (vb->cpu_vq[cpu] >= vb->num_vqs)
 			vb->cpu_vq[cpu] = 0;

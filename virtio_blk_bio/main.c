@@ -7,7 +7,6 @@
  * This file: module parameters, probe/remove, virtqueue setup, device
  * configuration (limits, capacity, cache mode) and the sysfs attributes.
  */
-#include <linux/blk-mq-virtio.h>
 #include <linux/hdreg.h>
 #include <linux/idr.h>
 #include <linux/interrupt.h>
@@ -575,9 +574,9 @@ static bool vbb_device_geometry(struct virtio_device *vdev,
 #define VBB_CHS_SECTORS	32
 
 /* HDIO_GETGEO, for the partitioning tools that still ask for one. */
-static int vbb_getgeo(struct block_device *bdev, struct hd_geometry *geo)
+static int vbb_getgeo(struct gendisk *disk, struct hd_geometry *geo)
 {
-	struct vbb_dev *vb = bdev->bd_disk->private_data;
+	struct vbb_dev *vb = disk->private_data;
 	int err = 0;
 
 	mutex_lock(&vb->vdev_mutex);
@@ -586,12 +585,14 @@ static int vbb_getgeo(struct block_device *bdev, struct hd_geometry *geo)
 	} else if (!vbb_device_geometry(vb->vdev, geo)) {
 		geo->heads = VBB_CHS_HEADS;
 		geo->sectors = VBB_CHS_SECTORS;
-		geo->cylinders = get_capacity(bdev->bd_disk) /
+		geo->cylinders = get_capacity(disk) /
 				 (VBB_CHS_HEADS * VBB_CHS_SECTORS);
 	}
 	mutex_unlock(&vb->vdev_mutex);
 	return err;
 }
+
+KCOMPAT_DEFINE_GETGEO(vbb_getgeo);
 
 /*
  * Free the device's structure and what it still holds: from ->free_disk once
@@ -617,7 +618,7 @@ static void vbb_free_disk(struct gendisk *disk)
 
 static const struct block_device_operations vbb_mq_fops = {
 	.owner		= THIS_MODULE,
-	.getgeo		= vbb_getgeo,
+	.getgeo		= KCOMPAT_GETGEO(vbb_getgeo),
 	.free_disk	= vbb_free_disk,
 };
 
@@ -625,7 +626,7 @@ static const struct block_device_operations vbb_bio_fops = {
 	.owner		= THIS_MODULE,
 	.submit_bio	= vbb_bio_submit,
 	.poll_bio	= vbb_bio_poll,
-	.getgeo		= vbb_getgeo,
+	.getgeo		= KCOMPAT_GETGEO(vbb_getgeo),
 	.free_disk	= vbb_free_disk,
 };
 
@@ -877,6 +878,7 @@ static int vbb_freeze(struct virtio_device *vdev)
 {
 	struct vbb_dev *vb = vdev->priv;
 	struct request_queue *q = vb->disk->queue;
+	unsigned int memflags;
 
 	if (vb->bio_path) {
 		if (!READ_ONCE(vb->killed))
@@ -884,9 +886,9 @@ static int vbb_freeze(struct virtio_device *vdev)
 		vbb_bio_drain(vb);
 	} else {
 		/* the freeze waits for requests in flight, quiesce for dispatch */
-		blk_mq_freeze_queue(q);
+		memflags = blk_mq_freeze_queue(q);
 		blk_mq_quiesce_queue(q);
-		blk_mq_unfreeze_queue(q);
+		blk_mq_unfreeze_queue(q, memflags);
 	}
 	flush_work(&vb->config_work);
 

@@ -6,7 +6,6 @@
  * per virtqueue under one lock hold and kicks once; poll queues have no
  * interrupt and are reaped from ->poll.
  */
-#include <linux/blk-mq-virtio.h>
 #include <linux/slab.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
@@ -162,7 +161,7 @@ static int vbb_mq_map_data(struct request *req, struct vbb_mq_req *r)
 	err = sg_alloc_table_chained(&r->sgt, nsegs, r->sg, VBB_MQ_INLINE_SG);
 	if (err)
 		return -ENOMEM;
-	r->sgt.nents = blk_rq_map_sg(req->q, req, r->sgt.sgl);
+	r->sgt.nents = blk_rq_map_sg(req, r->sgt.sgl);
 	return r->sgt.nents;
 }
 
@@ -481,7 +480,7 @@ static void vbb_map_queues(struct blk_mq_tag_set *set)
 
 	def->nr_queues = vb->io_queues[HCTX_TYPE_DEFAULT];
 	def->queue_offset = 0;
-	blk_mq_virtio_map_queues(def, vb->vdev, 0);
+	blk_mq_map_hw_queues(def, &vb->vdev->dev, 0);
 	if (set->nr_maps <= HCTX_TYPE_POLL)
 		return;
 	set->map[HCTX_TYPE_READ].nr_queues = 0;
@@ -595,7 +594,6 @@ struct gendisk *vbb_mq_create_disk(struct vbb_dev *vb,
 	set->ops = &vbb_mq_ops;
 	set->queue_depth = depth;
 	set->numa_node = NUMA_NO_NODE;
-	set->flags = BLK_MQ_F_SHOULD_MERGE;
 	set->cmd_size = sizeof(struct vbb_mq_req) +
 		sizeof(struct scatterlist) * VBB_MQ_INLINE_SG;
 	set->driver_data = vb;
@@ -637,7 +635,7 @@ int vbb_mq_get_id(struct vbb_dev *vb, char *buf)
 	req = blk_mq_alloc_request(q, REQ_OP_DRV_IN, 0);
 	if (IS_ERR(req))
 		return PTR_ERR(req);
-	err = blk_rq_map_kern(q, req, buf, VIRTIO_BLK_ID_BYTES, GFP_KERNEL);
+	err = blk_rq_map_kern(req, buf, VIRTIO_BLK_ID_BYTES, GFP_KERNEL);
 	if (err)
 		goto out;
 	/* the status of vbb_mq_complete(): used length and status byte */

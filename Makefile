@@ -44,12 +44,30 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 kbuild = $(MAKE) -C "$(KDIR)" M="$(CURDIR)"
 vhost_src = vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") || exit 1
 
+# The compiler of the kernel in KDIR, as its headers name it (or CC= given here).
+# When this machine lacks it (Debian's 7.x kernels: gcc-14, on Debian 12), the
+# kernel builds (modules, guest, sparse) run in a Debian 13 rootfs that has it:
+# scripts/rootfs.sh makes it once under build/rootfs (mmdebstrap, root) and
+# runs make there with this tree, KDIR's and the cache bind-mounted.
+KCC = $(if $(filter command line,$(origin CC)),$(firstword $(CC)),$(shell sed -n \
+	's/^\#define LINUX_COMPILER[[:space:]]*"\([^ ]*\).*/\1/p' "$(KDIR)/include/generated/compile.h" 2>/dev/null))
+IN_ROOTFS ?=
+NEED_ROOTFS := $(if $(IN_ROOTFS),,$(if $(KCC),$(if $(shell command -v "$(KCC)" 2>/dev/null),,y)))
+in_rootfs = mkdir -p "$(CACHE)" && scripts/rootfs.sh run --bind "$(CURDIR)" --bind "$(CACHE)" \
+	--bind "$(dir $(realpath $(KDIR)))" --bind "$(dir $(realpath $(KDIR)/scripts))" \
+	$(if $(KSRC),--bind "$(KSRC)") -- $(MAKE) -C "$(CURDIR)" IN_ROOTFS=1
+
 .PHONY: all modules guest tools plugin man clean deps deps-build check demo bench help sparse \
 	install install-modules install-guest install-bridge uninstall uninstall-guest \
 	dkms-add dkms-add-guest
 
 all: modules tools
 
+ifneq ($(NEED_ROOTFS),)
+modules guest sparse:
+	@echo "$(KCC) (the compiler of $(KDIR)) is not here: building in the Debian 13 rootfs" >&2
+	@$(in_rootfs) $@
+else
 modules:
 	@$(vhost_src); $(kbuild) VHOST_SRC="$$vsrc" modules
 
@@ -60,6 +78,7 @@ guest:
 # sparse build of both modules; any warning printed by sparse is in the output.
 sparse:
 	@$(vhost_src); $(kbuild) VHOST_SRC="$$vsrc" C=2 modules
+endif
 
 tools: $(TOOLS)
 

@@ -23,31 +23,11 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 what=${1:-}
-case $what in build|test) ;; *) echo "usage: deps.sh build [KDIR] | test" >&2; exit 2 ;; esac
+case $what in build|test|kernel) ;; *) echo "usage: deps.sh build [KDIR] | test | kernel SERIES..." >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "deps: must run as root" >&2; exit 1; }
 export DEBIAN_FRONTEND=noninteractive
 
 bpo_list=/etc/apt/sources.list.d/vhost-blk-backports.sources
-
-# The URI that serves the plain "bookworm" suite, from deb822 or one-line sources.
-bookworm_uri() {
-	local f
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		awk 'BEGIN{RS=""; IGNORECASE=1}
-		     /(^|\n)Suites:[^\n]*(^| )bookworm( |\n|$)/ && /(^|\n)Types:[^\n]*deb( |\n|$)/ {
-			n = split($0, l, "\n")
-			for (i = 1; i <= n; i++) if (l[i] ~ /^URIs:/) {
-				sub(/^URIs:[ \t]*/, "", l[i]); split(l[i], u, " "); print u[1]; exit
-			}
-		     }' "$f"
-	done
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[ -f "$f" ] || continue
-		awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/) {
-			if ($(i+1) == "bookworm") print $i; break } }' "$f"
-	done
-}
 
 have_bpo() {
 	grep -rqsE '(^|[[:space:]])bookworm-backports([[:space:]]|$)' \
@@ -57,7 +37,7 @@ have_bpo() {
 add_bpo() {
 	have_bpo && return 0
 	local uri
-	uri=$(bookworm_uri | head -n1)
+	uri=$(debian_uri | head -n1)
 	[ -n "$uri" ] || { echo "deps: no bookworm suite in the apt sources to derive backports from" >&2; exit 1; }
 	cat >"$bpo_list" <<SRC
 Types: deb
@@ -126,11 +106,93 @@ deps_build() {
 
 # ---- test: the test kit -----------------------------------------------------------
 
+# apt-get and apt-cache options of the package queries below: none (the
+# machine's sources), or a scratch configuration (scratch_apt).
+APT_OPTS=()
+
+# scratch_apt SUITE: APT_OPTS query SUITE of the Debian archive (its URI from
+# the machine's sources) with sources, lists and caches of their own under
+# build/apt/SUITE; the machine's apt configuration and state are not touched.
+scratch_apt() {
+	local suite=$1 dir=$BUILD/apt/$1 uri
+	uri=$(debian_uri | head -n1)
+	[ -n "$uri" ] || { echo "deps: no Debian suite in the apt sources to take the archive URI from" >&2; exit 1; }
+	mkdir -p "$dir/parts" "$dir/lists/partial"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $suite main" >"$dir/sources.list"
+	APT_OPTS=(-o "Dir::Etc::sourcelist=$dir/sources.list" -o "Dir::Etc::sourceparts=$dir/parts"
+		  -o "Dir::State::Lists=$dir/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
+	if [ "${NO_APT_UPDATE:-0}" != 1 ] || ! ls "$dir/lists/"*Packages >/dev/null 2>&1; then
+		apt-get "${APT_OPTS[@]}" update -q >&2
+	fi
+}
+
+# unpack_pinned SERIES: the cloud kernel of a series pinned in lib.sh
+# (PINNED_KERNELS), at that version, unpacked into TEST_KERNELS_DIR/REL/root as
+# unpack_kernel does, in Debian's 7.x packaging: linux-image-REL is empty and
+# depends on linux-binary-REL (the kernel, lib/modules/REL/vmlinuz) and
+# linux-modules-REL; linux-base-REL has the config and System.map; files are
+# under usr/lib, no modules.dep is shipped (the postinst runs depmod). Its
+# headers name gcc-14: the modules build in the rootfs of scripts/rootfs.sh.
+unpack_pinned() {
+	local series=$1 suite ver img rel hdr common kbuild base debs root tmp p f l t pkgs
+	read -r suite ver < <(pinned_kernel "$series") ||
+		{ echo "deps: no pinned $series kernel (PINNED_KERNELS in scripts/lib.sh)" >&2; exit 1; }
+	scratch_apt "$suite"
+	img=$(show_field "linux-image-cloud-amd64=$ver" '/^Depends:/s/.*\(linux-image-[0-9][^ ,]*\).*/\1/p')
+	if [ -z "$img" ]; then
+		echo "deps: $series is pinned to $ver (scripts/lib.sh), which $suite no longer has; it has" \
+			"$(show_field linux-image-cloud-amd64 's/^Version: //p'): change the pin" >&2
+		exit 1
+	fi
+	rel=${img#linux-image-}
+	hdr=linux-headers-$rel
+	common=$(show_field "$hdr=$ver" '/^Depends:/s/.*\(linux-headers-[^ ,]*-common\).*/\1/p')
+	kbuild=$(show_field "$hdr=$ver" '/^Depends:/s/.*\(linux-kbuild-[^ ,]*\).*/\1/p')
+	base=$(show_field "$img=$ver" '/^Depends:/s/.*\(linux-base-[^ ,]*\).*/\1/p')
+	[ -n "$common" ] && [ -n "$kbuild" ] && [ -n "$base" ] ||
+		{ echo "deps: cannot resolve the packages of $rel $ver in $suite" >&2; exit 1; }
+	pkgs=("$img=$ver" "linux-binary-$rel=$ver" "linux-modules-$rel=$ver" "$base=$ver"
+	      "$hdr=$ver" "$common=$ver" "$kbuild=$ver" "linux-source-$series=$ver")
+	if [ "$(cat "$KERNELS_DIR/$rel/.complete" 2>/dev/null)" = "${pkgs[*]}" ]; then
+		echo "deps: test kernel $rel already unpacked in $KERNELS_DIR/$rel"
+		APT_OPTS=()
+		return 0
+	fi
+	debs=${TEST_KERNELS_DEBS:-$KERNELS_DIR/debs}
+	mkdir -p "$debs"
+	tmp=$KERNELS_DIR/.unpack-$rel
+	rm -rf "$tmp"; mkdir -p "$tmp"
+	for p in "${pkgs[@]}"; do
+		f=$(fetch "$p" "$debs")
+		echo "deps: unpacking $(basename "$f")"
+		dpkg-deb -x "$f" "$tmp"
+	done
+	APT_OPTS=()
+	# Merged /usr: lib/modules/REL is where the harness and depmod look.
+	[ -e "$tmp/lib" ] || ln -s usr/lib "$tmp/lib"
+	while IFS= read -r l; do
+		t=$(readlink "$l")
+		case $t in /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$tmp$t")" "$l" ;; esac
+	done < <(find "$tmp" -type l)
+	# The arch headers' Makefile names its output directory and the common
+	# Makefile by absolute path: both become where the Makefile is.
+	sed -i -e 's|^KBUILD_OUTPUT *= */usr/src/.*|KBUILD_OUTPUT := $(patsubst %/,%,$(dir $(realpath $(lastword $(MAKEFILE_LIST)))))|' \
+		-e "s|^include /usr/src/\(linux-headers-[^/]*\)/Makefile|include \$(dir \$(realpath \$(lastword \$(MAKEFILE_LIST))))../\1/Makefile|" \
+		"$tmp/usr/src/linux-headers-$rel/Makefile"
+	chmod a+r "$tmp/lib/modules/$rel/vmlinuz"
+	depmod -b "$tmp" "$rel"
+	rm -rf "$KERNELS_DIR/$rel"
+	mkdir -p "$KERNELS_DIR/$rel"
+	mv "$tmp" "$KERNELS_DIR/$rel/root"
+	echo "${pkgs[*]}" >"$KERNELS_DIR/$rel/.complete"
+	echo "deps: test kernel $rel ($ver, $suite) unpacked in $KERNELS_DIR/$rel"
+}
+
 # Depends of PKG=VER that are not kernel packages, one name per line (the first of
 # each set of alternatives): what the unpacked headers and kbuild need to run.
 runtime_deps() {
 	local info
-	info=$(apt-cache show "$1" 2>/dev/null) || true
+	info=$(apt-cache "${APT_OPTS[@]}" show "$1" 2>/dev/null) || true
 	sed -n '/^Depends: /{s/^Depends: //p;q}' <<<"$info" |
 		tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/:any//; s/[[:space:]]//g' |
 		grep -Ev '^$|^linux-(image|headers|kbuild|source|modules|base)' || true
@@ -140,7 +202,7 @@ runtime_deps() {
 # of a pipe under pipefail).
 show_field() { # pkg sed-script
 	local info
-	info=$(apt-cache show "$1" 2>/dev/null) || true
+	info=$(apt-cache "${APT_OPTS[@]}" show "$1" 2>/dev/null) || true
 	sed -n "$2" <<<"$info" | sed -n 1p
 }
 
@@ -148,7 +210,7 @@ show_field() { # pkg sed-script
 # suite has 6.1, bookworm-backports 6.12.
 versioned() { # meta series
 	local info
-	info=$(apt-cache show "$1" 2>/dev/null) || true
+	info=$(apt-cache "${APT_OPTS[@]}" show "$1" 2>/dev/null) || true
 	awk -v s="$2" '
 		/^Depends:/ && !found { n = split($0, d, /[ ,]+/)
 			for (i = 1; i <= n; i++) if (d[i] ~ "^linux-(image|headers)-" s "[.]") { print d[i]; found = 1; break } }' <<<"$info"
@@ -169,7 +231,7 @@ fetch() {
 		fi
 		if [ ! -f "$file" ] || [ "$(sha256sum <"$file" | cut -d' ' -f1)" != "$sum" ]; then
 			rm -f "$file"
-			(cd "$2" && apt-get download -q "$1" >&2) || return 1
+			(cd "$2" && apt-get "${APT_OPTS[@]}" download -q "$1" >&2) || return 1
 		fi
 	fi
 	[ "$(sha256sum <"$file" | cut -d' ' -f1)" = "$sum" ] ||
@@ -261,14 +323,31 @@ deps_test() {
 	# The test kernels, unpacked into the build tree.
 	mkdir -p "$KERNELS_DIR"
 	local series
-	for series in 6.1 6.12; do
-		unpack_kernel "$series"
+	for series in ${KERNELS:-6.1 6.12}; do
+		if pinned_kernel "$series" >/dev/null; then
+			unpack_pinned "$series"
+		else
+			unpack_kernel "$series"
+		fi
 	done
 	echo "deps: ok"
 }
 
-if [ "$what" = build ]; then
-	deps_build "${2:-}"
-else
-	deps_test
-fi
+# kernel SERIES...: only these test kernels (no package installed here).
+deps_kernel() {
+	local series
+	mkdir -p "$KERNELS_DIR"
+	for series in "$@"; do
+		if pinned_kernel "$series" >/dev/null; then
+			unpack_pinned "$series"
+		else
+			unpack_kernel "$series"
+		fi
+	done
+}
+
+case $what in
+build) deps_build "${2:-}" ;;
+kernel) shift; deps_kernel "$@" ;;
+*) deps_test ;;
+esac

@@ -7,6 +7,47 @@ BUILD=${BUILD:-$TOP/build}
 # The test kernels, unpacked by make deps (scripts/deps.sh test), never installed.
 KERNELS_DIR=${TEST_KERNELS_DIR:-$BUILD/kernels}
 
+# Test kernels taken at an exact Debian version from a suite this machine does
+# not use, through a scratch apt configuration (its sources stay as they are):
+# "SERIES SUITE VERSION", the one place such a kernel is pinned. make deps
+# unpacks them when asked for (KERNELS="6.1 6.12 7.3"); 6.1 and 6.12, the
+# default, follow the cloud meta-packages of bookworm and bookworm-backports.
+# The archive keeps only a suite's newest build: when it moves on, deps says
+# which version it has and this line changes with it.
+PINNED_KERNELS=(
+	"7.3 trixie-backports 7.3.4-1~bpo13+1"
+)
+pinned_kernel() { # SERIES: "SUITE VERSION" of a pinned series, or fail
+	local p
+	for p in "${PINNED_KERNELS[@]}"; do
+		[ "${p%% *}" = "$1" ] && { echo "${p#* }"; return 0; }
+	done
+	return 1
+}
+
+# debian_uri [SUITE]: the URI that serves the plain SUITE (default bookworm, this
+# machine's) in the apt sources, deb822 or one-line: the Debian archive, whose
+# other suites (bookworm-backports, trixie, trixie-backports) the kit takes from
+# the same URI. No mirror host is written in the repository.
+debian_uri() {
+	local f suite=${1:-bookworm}
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		awk -v s="$suite" 'BEGIN{RS=""; IGNORECASE=1}
+		     $0 ~ ("(^|\n)Suites:[^\n]*(^| )" s "( |\n|$)") && /(^|\n)Types:[^\n]*deb( |\n|$)/ {
+			n = split($0, l, "\n")
+			for (i = 1; i <= n; i++) if (l[i] ~ /^URIs:/) {
+				sub(/^URIs:[ \t]*/, "", l[i]); split(l[i], u, " "); print u[1]; exit
+			}
+		     }' "$f"
+	done
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -f "$f" ] || continue
+		awk -v s="$suite" '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/) {
+			if ($(i+1) == s) print $i; break } }' "$f"
+	done
+}
+
 # kernel_rel 6.1|6.12|<release>: the release of the unpacked test kernel of that
 # series (or that release).
 kernel_rel() {
@@ -27,7 +68,10 @@ kernel_rel() {
 # Where an unpacked test kernel REL keeps its parts.
 kernel_root() { echo "$KERNELS_DIR/$1/root"; }			# lib/modules/REL, boot, usr/src
 kernel_kdir() { echo "$KERNELS_DIR/$1/root/usr/src/linux-headers-$1"; }	# KDIR
-kernel_image() { echo "$KERNELS_DIR/$1/root/boot/vmlinuz-$1"; }
+kernel_image() { # 6.x: boot/vmlinuz-REL; Debian's 7.x packaging: lib/modules/REL/vmlinuz
+	local r=$KERNELS_DIR/$1/root
+	if [ -f "$r/boot/vmlinuz-$1" ]; then echo "$r/boot/vmlinuz-$1"; else echo "$r/lib/modules/$1/vmlinuz"; fi
+}
 kernel_srctar() { # REL: its linux-source-X.Y tarball
 	local series
 	series=$(echo "$1" | sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p')

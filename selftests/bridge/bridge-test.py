@@ -1126,6 +1126,30 @@ def test_config_flags(be):
         b.stop()
 
 
+def test_log_rate(be):
+    """A front-end that makes the bridge log (refused requests) cannot fill
+    the disk: past a burst, lines are dropped and counted."""
+    path = socket_path("lograte")
+    b = Bridge("lograte", ["--backend", be, "--no-kernel", "--buffered", "--socket", path],
+               wait_socket=True)
+    try:
+        with connect(path) as s:
+            for _ in range(3000):
+                send(s, 19, struct.pack("<Q", 0))     # SEND_RARP: refused, logged
+            r = call(s, GET_FEATURES)
+        refused = b.text().count("refusing unsupported request")
+        time.sleep(1.2)
+        with connect(path) as s:
+            send(s, 19, struct.pack("<Q", 0))
+            call(s, GET_FEATURES)
+        check("3000 refused requests: %d of them logged, then a count of the rest, the "
+              "session served on" % refused,
+              r is not None and 50 <= refused < 400 and
+              "messages not logged (more than 20 a second)" in b.text(), b.text()[-2000:])
+    finally:
+        b.stop()
+
+
 def test_migration_log(_):
     be = backend_file("mig.img", 1 << 20)
     path = socket_path("mig")
@@ -1280,6 +1304,7 @@ def main():
                   test_resume_at_used, test_new_mem_table_running,
                   test_shrunk_memory, test_log_size, test_sigterm_lock_wait,
                   test_resize, test_reset_owner_channel, test_config_flags,
+                  test_log_rate,
                   test_migration_log, test_user, test_noatime_fallback):
             try:
                 t(be)

@@ -65,10 +65,49 @@ static void vlog(const char *fmt, va_list ap)
 	fputc('\n', stderr);
 }
 
+/*
+ * A front-end can make the bridge log at will (every refused request is
+ * logged): a bucket of LOG_BURST messages, refilled at LOG_PER_SEC a
+ * second, bounds what it can write; -v lines are the operator's choice and
+ * not limited.  What was dropped is counted and said with the next line.
+ */
+#define LOG_BURST	200
+#define LOG_PER_SEC	20
+
+static bool log_allowed(unsigned long *dropped)
+{
+	static long long last_ms;
+	static unsigned long tokens = LOG_BURST, lost;
+	long long now = bridge_now_ms();
+
+	if (!last_ms)
+		last_ms = now;
+	if (now - last_ms >= 1000 / LOG_PER_SEC) {
+		unsigned long long add = (now - last_ms) * LOG_PER_SEC / 1000;
+
+		tokens = add >= LOG_BURST - tokens ? LOG_BURST : tokens + add;
+		last_ms = now;
+	}
+	if (!tokens) {
+		lost++;
+		return false;
+	}
+	tokens--;
+	*dropped = lost;
+	lost = 0;
+	return true;
+}
+
 void log_msg(const char *fmt, ...)
 {
+	unsigned long dropped;
 	va_list ap;
 
+	if (!log_allowed(&dropped))
+		return;
+	if (dropped)
+		fprintf(stderr, "%s[%d]: %lu messages not logged (more than %d a second)\n",
+			BRIDGE_NAME, (int)getpid(), dropped, LOG_PER_SEC);
 	va_start(ap, fmt);
 	vlog(fmt, ap);
 	va_end(ap);

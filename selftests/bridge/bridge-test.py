@@ -48,6 +48,8 @@ BACKEND_CONFIG_CHANGE_MSG = 2
 NEED_REPLY = 1 << 3
 F_FLUSH, F_CONFIG_WCE, F_VERSION_1, F_PROTOCOL = 9, 11, 32, 30
 PF_LOG_SHMFD, PF_REPLY_ACK, PF_BACKEND_REQ, PF_CONFIG = 1, 3, 5, 9
+PF_CONFIGURE_MEM_SLOTS = 15
+GET_MAX_MEM_SLOTS, ADD_MEM_REG, REM_MEM_REG = 36, 37, 38
 F_LOG_ALL, VRING_F_LOG = 26, 0
 WCE_OFF = 32
 O_DSYNC = 0o10000
@@ -1126,6 +1128,105 @@ def test_config_flags(be):
         b.stop()
 
 
+def test_mem_slots(be):
+    """Memory hotplug (CONFIGURE_MEM_SLOTS): regions added one at a time while
+    the ring runs (no drain), removed (drained, the ring in a removed region
+    waits for an address), and the limits."""
+    path = socket_path("slots")
+    b = Bridge("slots", ["--backend", be, "--no-kernel", "-v", "--socket", path],
+               wait_socket=True)
+    feats = (1 << F_VERSION_1) | (1 << F_PROTOCOL)
+    pfs = (1 << PF_REPLY_ACK) | (1 << PF_CONFIG) | (1 << PF_CONFIGURE_MEM_SLOTS)
+    qva = 0x7f0000000000
+    mib = 1 << 20
+
+    def region(gpa, size, uaddr):
+        return struct.pack("<Q", 0) + struct.pack("<QQQQ", gpa, size, uaddr, 0)
+
+    def add(s, gpa, size, uaddr, used_idx=None):
+        fd = memfd(size)
+        if used_idx is not None:
+            os.pwrite(fd, struct.pack("<H", used_idx), 4096 + 2)
+        try:
+            return acked(s, ADD_MEM_REG, region(gpa, size, uaddr), [fd])
+        finally:
+            os.close(fd)
+
+    try:
+        with connect(path) as s:
+            r = call(s, GET_PROTOCOL_FEATURES)
+            pf = struct.unpack("<Q", r[2])[0] if r and len(r[2]) == 8 else 0
+            send(s, SET_PROTOCOL_FEATURES, struct.pack("<Q", pfs))
+            send(s, SET_OWNER)
+            h = acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            r = call(s, GET_MAX_MEM_SLOTS)
+            slots = struct.unpack("<Q", r[2])[0] if r and len(r[2]) == 8 else None
+            check("CONFIGURE_MEM_SLOTS offered (0x%x), GET_MAX_MEM_SLOTS: %s" % (pf, slots),
+                  h and pf & (1 << PF_CONFIGURE_MEM_SLOTS) and slots == 64, b.text())
+            a1 = add(s, 0, mib, qva, used_idx=3)
+            kick = os.eventfd(0)
+            ring = [acked(s, SET_VRING_NUM, struct.pack("<II", 0, 16)),
+                    acked(s, SET_VRING_BASE, struct.pack("<II", 0, 0)),
+                    acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 0, qva, qva + 4096,
+                                                         qva + 8192, 0)),
+                    acked(s, SET_VRING_KICK, struct.pack("<Q", 0), [kick]),
+                    acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 1))]
+            os.close(kick)
+            check("  ADD_MEM_REG of the first region, a ring in it runs, resumed from it "
+                  "(%s %s)" % (a1, ring), a1 and all(ring) and "rings started" in b.text()
+                  and "resuming at used index 3" in b.text(), b.text())
+            mark = len(b.text())
+            a2 = add(s, 4 * mib, 2 * mib, qva + 64 * mib)
+            a3 = add(s, 8 * mib, mib, qva + 128 * mib)
+            check("  two regions added while the ring runs: taken, no drain (%s %s)"
+                  % (a2, a3), a2 and a3 and "rings stopped" not in b.text()[mark:]
+                  and "region added, 3 region(s)" in b.text(), b.text())
+            over = add(s, 4 * mib + 4096, 4096, qva + 256 * mib)
+            check("  a region overlapping another is malformed: the session ends", over is None and session_ended(s),
+                  b.text())
+        with connect(path) as s:
+            send(s, SET_PROTOCOL_FEATURES, struct.pack("<Q", pfs))
+            send(s, SET_OWNER)
+            acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            a1 = add(s, 0, mib, qva)
+            a2 = add(s, 4 * mib, mib, qva + 64 * mib)
+            kick = os.eventfd(0)
+            ring = [acked(s, SET_VRING_NUM, struct.pack("<II", 0, 16)),
+                    acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 0, qva, qva + 4096,
+                                                         qva + 8192, 0)),
+                    acked(s, SET_VRING_KICK, struct.pack("<Q", 0), [kick]),
+                    acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 1))]
+            os.close(kick)
+            mark = len(b.text())
+            r2 = acked(s, REM_MEM_REG, region(4 * mib, mib, qva + 64 * mib))
+            t = b.text()[mark:]
+            check("  REM_MEM_REG of a region the ring is not in: drained, the ring goes on "
+                  "(%s)" % r2, a1 and a2 and all(ring) and r2 and "rings stopped" in t
+                  and t.count("rings started") == 1 and "region removed, 1 region(s)" in t,
+                  b.text())
+            rn = acked(s, REM_MEM_REG, region(4 * mib, mib, qva + 64 * mib))
+            check("  REM_MEM_REG of a region not in the table: refused, the session goes "
+                  "on (%s)" % rn, rn is False and b.alive(), b.text())
+            mark = len(b.text())
+            r1 = acked(s, REM_MEM_REG, region(0, mib, qva))
+            t = b.text()[mark:]
+            check("  REM_MEM_REG of the ring's region: the ring waits for an address (%s)"
+                  % r1, r1 and "ring 0 is outside the new memory table" in t
+                  and "rings started" not in t, b.text())
+            full = [add(s, (16 + i) * mib, mib, qva + (16 + i) * mib) for i in range(64)]
+            check("  64 regions taken, the 65th refused, the session goes on (%d taken, "
+                  "last %s)" % (full.count(True), full[-1]),
+                  full[:64].count(True) == 64 and add(s, 100 * mib, mib, qva + 100 * mib)
+                  is False and b.alive(), b.text()[-1500:])
+        with connect(path) as s:
+            h = handshake(s, feats)
+            a = add(s, 0, mib, qva)
+            check("  ADD_MEM_REG without CONFIGURE_MEM_SLOTS negotiated: refused (%s)" % a,
+                  h and a is False and b.alive(), b.text())
+    finally:
+        b.stop()
+
+
 def test_log_rate(be):
     """A front-end that makes the bridge log (refused requests) cannot fill
     the disk: past a burst, lines are dropped and counted."""
@@ -1304,7 +1405,7 @@ def main():
                   test_resume_at_used, test_new_mem_table_running,
                   test_shrunk_memory, test_log_size, test_sigterm_lock_wait,
                   test_resize, test_reset_owner_channel, test_config_flags,
-                  test_log_rate,
+                  test_mem_slots, test_log_rate,
                   test_migration_log, test_user, test_noatime_fallback):
             try:
                 t(be)

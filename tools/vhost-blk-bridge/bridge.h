@@ -17,6 +17,11 @@
 
 /* vhost-user allows at most 8 regions in SET_MEM_TABLE (and 8 fds). */
 #define MEM_MAX_REGIONS		8
+/*
+ * Regions the table holds when the front-end adds them one at a time
+ * (CONFIGURE_MEM_SLOTS): vhost's default max_mem_regions.
+ */
+#define MEM_MAX_SLOTS		64
 /* Bytes of config space a vhost-user GET/SET_CONFIG can address. */
 #define VU_CONFIG_SPACE		256
 
@@ -112,7 +117,7 @@ struct mem_region {
 
 struct mem_table {
 	unsigned int nregions;
-	struct mem_region r[MEM_MAX_REGIONS];
+	struct mem_region r[MEM_MAX_SLOTS];
 };
 
 /*
@@ -124,6 +129,19 @@ struct mem_table {
 int mem_map(struct mem_table *dst, const struct mem_table *src,
 	    const int *fds);
 void mem_unmap(struct mem_table *mt);
+/*
+ * Map one more region (gpa/size/qva/mmap_offset of @s) from @fd into @mt,
+ * checked as mem_map() checks each; on failure @mt is unchanged.
+ */
+int mem_add(struct mem_table *mt, const struct mem_region *s, int fd);
+/*
+ * Take the region at @which's gpa, size and qva out of @mt into @out,
+ * still mapped (mem_region_unmap() it once nothing uses it); -ENOENT if
+ * there is none.
+ */
+int mem_take(struct mem_table *mt, const struct mem_region *which,
+	     struct mem_region *out);
+void mem_region_unmap(struct mem_region *r);
 /* Our address of [qva, qva + len), which must lie in a single region. */
 void *mem_qva_to_host(const struct mem_table *mt, uint64_t qva, uint64_t len);
 /*
@@ -162,6 +180,8 @@ int vdev_get_config(struct vdev *d, struct vhost_blk_config *cfg);
 int vdev_set_capacity(struct vdev *d, uint64_t sectors);
 int vdev_set_features(struct vdev *d, uint64_t features);
 int vdev_set_mem_table(struct vdev *d, const struct mem_table *mt);
+/* How many regions the kernel's memory table takes (at most MEM_MAX_SLOTS). */
+unsigned int vdev_max_mem_regions(struct vdev *d);
 int vdev_set_vring_num(struct vdev *d, unsigned int idx, unsigned int num);
 int vdev_set_vring_busyloop(struct vdev *d, unsigned int idx, unsigned int us);
 int vdev_set_vring_base(struct vdev *d, unsigned int idx, unsigned int base);

@@ -28,16 +28,14 @@
 
 #include "bridge.h"
 
+static void region_unmap(struct mem_region *r);
+
 void mem_unmap(struct mem_table *mt)
 {
 	unsigned int i;
 
-	for (i = 0; i < mt->nregions; i++) {
-		if (mt->r[i].map)
-			munmap(mt->r[i].map, mt->r[i].map_len);
-		if (mt->r[i].fd >= 0)
-			close(mt->r[i].fd);
-	}
+	for (i = 0; i < mt->nregions; i++)
+		region_unmap(&mt->r[i]);
 	memset(mt, 0, sizeof(*mt));
 }
 
@@ -67,77 +65,119 @@ bool fd_is_memory(const char *what, int fd, uint64_t end)
 	return true;
 }
 
+static void region_unmap(struct mem_region *r)
+{
+	if (r->map)
+		munmap(r->map, r->map_len);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->map = NULL;
+	r->fd = -1;
+}
+
+int mem_add(struct mem_table *mt, const struct mem_region *s, int fd)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned int i = mt->nregions, j;
+	struct mem_region *d;
+	char what[32];
+	void *p;
+	int err;
+
+	if (i >= MEM_MAX_SLOTS) {
+		log_msg("memory region %u: the table is full (%u regions)", i,
+			MEM_MAX_SLOTS);
+		return -ENOSPC;
+	}
+	if (!s->size || overflows(s->gpa, s->size) ||
+	    overflows(s->qva, s->size) ||
+	    overflows(s->mmap_offset, s->size) ||
+	    (s->gpa | s->size) & (pg - 1)) {
+		log_msg("memory region %u invalid (gpa 0x%llx size 0x%llx qva 0x%llx off 0x%llx)",
+			i, (unsigned long long)s->gpa,
+			(unsigned long long)s->size,
+			(unsigned long long)s->qva,
+			(unsigned long long)s->mmap_offset);
+		return -EINVAL;
+	}
+	for (j = 0; j < i; j++) {
+		const struct mem_region *o = &mt->r[j];
+
+		if (s->gpa < o->gpa + o->size && o->gpa < s->gpa + s->size) {
+			log_msg("memory regions %u and %u overlap", j, i);
+			return -EINVAL;
+		}
+	}
+	snprintf(what, sizeof(what), "memory region %u", i);
+	if (!fd_is_memory(what, fd, s->mmap_offset + s->size))
+		return -EINVAL;
+	d = &mt->r[i];
+	*d = *s;
+	d->map = NULL;
+	d->map_len = s->mmap_offset + s->size;
+	d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (d->fd < 0) {
+		err = errno;
+		log_msg("memory region %u: dup: %s", i, strerror(err));
+		return -err;
+	}
+	p = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED) {
+		err = errno;
+		log_msg("mmap of memory region %u (0x%zx bytes): %s",
+			i, d->map_len, strerror(err));
+		region_unmap(d);
+		return -err;
+	}
+	d->map = p;
+	d->host = (uint8_t *)p + s->mmap_offset;
+	mt->nregions = i + 1;
+	log_dbg("region %u: gpa 0x%llx size 0x%llx qva 0x%llx -> %p", i,
+		(unsigned long long)d->gpa, (unsigned long long)d->size,
+		(unsigned long long)d->qva, (void *)d->host);
+	return 0;
+}
+
 int mem_map(struct mem_table *dst, const struct mem_table *src,
 	    const int *fds)
 {
-	long pg = sysconf(_SC_PAGESIZE);
-	unsigned int i, j;
+	unsigned int i;
+	int ret;
 
 	memset(dst, 0, sizeof(*dst));
-	if (src->nregions > MEM_MAX_REGIONS)
-		return -EINVAL;
 	for (i = 0; i < src->nregions; i++) {
-		const struct mem_region *s = &src->r[i];
-		struct mem_region *d = &dst->r[i];
-		char what[32];
-		void *p;
-
-		if (!s->size || overflows(s->gpa, s->size) ||
-		    overflows(s->qva, s->size) ||
-		    overflows(s->mmap_offset, s->size) ||
-		    (s->gpa | s->size) & (pg - 1)) {
-			log_msg("memory region %u invalid (gpa 0x%llx size 0x%llx qva 0x%llx off 0x%llx)",
-				i, (unsigned long long)s->gpa,
-				(unsigned long long)s->size,
-				(unsigned long long)s->qva,
-				(unsigned long long)s->mmap_offset);
-			goto fail_inval;
-		}
-		for (j = 0; j < i; j++) {
-			const struct mem_region *o = &src->r[j];
-
-			if (s->gpa < o->gpa + o->size &&
-			    o->gpa < s->gpa + s->size) {
-				log_msg("memory regions %u and %u overlap", j, i);
-				goto fail_inval;
-			}
-		}
-		snprintf(what, sizeof(what), "memory region %u", i);
-		if (!fd_is_memory(what, fds[i], s->mmap_offset + s->size))
-			goto fail_inval;
-		*d = *s;
-		d->map = NULL;
-		d->fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
-		dst->nregions = i + 1;
-		if (d->fd < 0) {
-			int err = errno;
-
-			log_msg("memory region %u: dup: %s", i, strerror(err));
+		ret = mem_add(dst, &src->r[i], fds[i]);
+		if (ret) {
 			mem_unmap(dst);
-			return -err;
+			return ret;
 		}
-		d->map_len = s->mmap_offset + s->size;
-		p = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_NORESERVE, fds[i], 0);
-		if (p == MAP_FAILED) {
-			int err = errno;
-
-			log_msg("mmap of memory region %u (0x%zx bytes): %s",
-				i, d->map_len, strerror(err));
-			mem_unmap(dst);
-			return -err;
-		}
-		d->map = p;
-		d->host = (uint8_t *)p + s->mmap_offset;
-		log_dbg("region %u: gpa 0x%llx size 0x%llx qva 0x%llx -> %p", i,
-			(unsigned long long)d->gpa, (unsigned long long)d->size,
-			(unsigned long long)d->qva, (void *)d->host);
 	}
 	return 0;
+}
 
-fail_inval:
-	mem_unmap(dst);
-	return -EINVAL;
+int mem_take(struct mem_table *mt, const struct mem_region *which,
+	     struct mem_region *out)
+{
+	unsigned int i;
+
+	for (i = 0; i < mt->nregions; i++) {
+		struct mem_region *r = &mt->r[i];
+
+		if (r->gpa != which->gpa || r->size != which->size ||
+		    r->qva != which->qva)
+			continue;
+		*out = *r;
+		memmove(r, r + 1, (mt->nregions - i - 1) * sizeof(*r));
+		mt->nregions--;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+void mem_region_unmap(struct mem_region *r)
+{
+	region_unmap(r);
 }
 
 static const struct mem_region *region_of(const struct mem_table *mt,

@@ -152,6 +152,23 @@ int vdev_set_features(struct vdev *d, uint64_t features)
 	return xioctl(d, VHOST_SET_FEATURES, &features, "VHOST_SET_FEATURES");
 }
 
+unsigned int vdev_max_mem_regions(struct vdev *d)
+{
+	unsigned int n = MEM_MAX_SLOTS;
+	FILE *f;
+
+	/* vhost.ko's own limit (VHOST_SET_MEM_TABLE fails with E2BIG past it). */
+	if (d->no_kernel)
+		return n;
+	f = fopen("/sys/module/vhost/parameters/max_mem_regions", "re");
+	if (f) {
+		if (fscanf(f, "%u", &n) != 1)
+			n = MEM_MAX_SLOTS;
+		fclose(f);
+	}
+	return n < MEM_MAX_SLOTS ? n : MEM_MAX_SLOTS;
+}
+
 int vdev_set_mem_table(struct vdev *d, const struct mem_table *mt)
 {
 	struct vhost_memory *m;

@@ -99,12 +99,14 @@ enum {
 #define VU_PF_REPLY_ACK		3
 #define VU_PF_BACKEND_REQ	5
 #define VU_PF_CONFIG		9
+#define VU_PF_CONFIGURE_MEM_SLOTS	15
 
 #define VU_PROTOCOL_FEATURES	((1ULL << VU_PF_MQ) | \
 				 (1ULL << VU_PF_LOG_SHMFD) | \
 				 (1ULL << VU_PF_REPLY_ACK) | \
 				 (1ULL << VU_PF_BACKEND_REQ) | \
-				 (1ULL << VU_PF_CONFIG))
+				 (1ULL << VU_PF_CONFIG) | \
+				 (1ULL << VU_PF_CONFIGURE_MEM_SLOTS))
 
 /* Requests of the back-end channel (back-end to front-end). */
 #define VU_BACKEND_CONFIG_CHANGE_MSG	2
@@ -137,6 +139,12 @@ struct vu_mem {
 	struct vu_mem_region r[MEM_MAX_REGIONS];
 };
 
+/* ADD_MEM_REG, REM_MEM_REG: one region. */
+struct vu_mem_one {
+	uint64_t padding;
+	struct vu_mem_region r;
+};
+
 /* SET_LOG_BASE with LOG_SHMFD: where the log is in the fd sent along. */
 struct vu_log {
 	uint64_t size;
@@ -163,6 +171,7 @@ struct vu_msg {
 		struct vhost_vring_state state;
 		struct vhost_vring_addr addr;
 		struct vu_mem mem;
+		struct vu_mem_one one;
 		struct vu_log log;
 		struct vu_config cfg;
 		uint8_t raw[VU_MAX_PAYLOAD];
@@ -206,6 +215,7 @@ struct session {
 	void *log;
 	size_t log_len;
 	uint64_t log_size;		/* bytes of log the kernel may mark */
+	unsigned int max_regions;	/* GET_MAX_MEM_SLOTS */
 	struct vu_ring vr[VHOST_BLK_MAX_QUEUES];
 };
 
@@ -787,6 +797,7 @@ static int session_open_device(struct session *s)
 	if (br->be.readonly)
 		s->dev_features |= 1ULL << VIRTIO_BLK_F_RO;
 	vdev_spread_workers(&s->dev, nqueues(s));
+	s->max_regions = vdev_max_mem_regions(&s->dev);
 	log_dbg("device features 0x%llx, capacity %llu sectors",
 		(unsigned long long)s->dev_features,
 		(unsigned long long)le64toh(cfg.blk.capacity));
@@ -909,6 +920,126 @@ static bool log_too_small(const struct mem_table *mt, uint64_t bytes)
 	return true;
 }
 
+/*
+ * The memory table changed under stopped rings: set every ring up again
+ * at its addresses in the new mappings; a ring no longer inside guest
+ * memory waits for SET_VRING_ADDR.
+ */
+static void move_rings(struct session *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < nqueues(s); i++) {
+		struct vu_ring *vr = &s->vr[i];
+		void *d, *a, *u;
+
+		if (!vr->addr_set)
+			continue;
+		if (!ring_to_host(&s->mem, &vr->qaddr, vr->num, &d, &a, &u)) {
+			log_msg("ring %u is outside the new memory table", i);
+			vr->addr_set = false;
+			continue;
+		}
+		if (vdev_set_vring_addr(&s->dev, i, d, a, u, vr->qaddr.flags,
+					vr->qaddr.log_guest_addr)) {
+			log_msg("ring %u: cannot move it to the new memory table", i);
+			vr->addr_set = false;
+		}
+	}
+}
+
+static void region_of_msg(const struct vu_mem_region *in,
+			  struct mem_region *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->gpa = in->gpa;
+	out->size = in->size;
+	out->qva = in->uaddr;
+	out->mmap_offset = in->mmap_offset;
+}
+
+/*
+ * CONFIGURE_MEM_SLOTS: one region more (memory hotplug).  Nothing mapped
+ * goes away, so the rings go on: the kernel's table is replaced in one
+ * ioctl, which vhost swaps under each ring's lock.
+ */
+static int do_add_mem_reg(struct session *s, struct vu_msg *m)
+{
+	struct mem_region want, gone;
+	int ret;
+
+	if (!(s->protocol_features & (1ULL << VU_PF_CONFIGURE_MEM_SLOTS))) {
+		log_msg("%s: CONFIGURE_MEM_SLOTS was not negotiated",
+			req_name(m->hdr.request));
+		return -EINVAL;
+	}
+	if (!size_is(m, sizeof(m->p.one), 1))
+		return VU_FATAL;
+	if (s->mem.nregions >= s->max_regions) {
+		log_msg("ADD_MEM_REG: the table holds %u regions, the most the kernel takes",
+			s->mem.nregions);
+		return -ENOSPC;
+	}
+	region_of_msg(&m->p.one.r, &want);
+	ret = mem_add(&s->mem, &want, m->fds[0]);
+	if (ret)
+		return ret == -EINVAL ? VU_FATAL : ret;
+	if (s->log && log_too_small(&s->mem, s->log_size))
+		ret = -EINVAL;
+	if (!ret)
+		ret = vdev_set_mem_table(&s->dev, &s->mem);
+	if (ret) {
+		/* The kernel still has the table without it. */
+		if (!mem_take(&s->mem, &want, &gone))
+			mem_region_unmap(&gone);
+		return ret;
+	}
+	log_dbg("memory table: region added, %u region(s)", s->mem.nregions);
+	return update_running(s);
+}
+
+/*
+ * CONFIGURE_MEM_SLOTS: one region less (unplug).  Requests in flight may
+ * hold addresses in it: the rings stop and drain first.
+ */
+static int do_rem_mem_reg(struct session *s, struct vu_msg *m)
+{
+	struct mem_region which, gone;
+	int ret;
+
+	if (!(s->protocol_features & (1ULL << VU_PF_CONFIGURE_MEM_SLOTS))) {
+		log_msg("%s: CONFIGURE_MEM_SLOTS was not negotiated",
+			req_name(m->hdr.request));
+		return -EINVAL;
+	}
+	/* No fd, though some front-ends send one; it is not used. */
+	if (m->hdr.size != sizeof(m->p.one) || m->nfds > 1) {
+		size_is(m, sizeof(m->p.one), 0);
+		return VU_FATAL;
+	}
+	region_of_msg(&m->p.one.r, &which);
+	ret = detach(s);
+	if (ret)
+		return ret;
+	if (mem_take(&s->mem, &which, &gone)) {
+		log_msg("REM_MEM_REG: no region at gpa 0x%llx size 0x%llx",
+			(unsigned long long)which.gpa,
+			(unsigned long long)which.size);
+		update_running(s);
+		return -ENOENT;
+	}
+	ret = vdev_set_mem_table(&s->dev, &s->mem);
+	if (ret) {
+		/* Keep it mapped: the kernel may still use it. */
+		s->mem.r[s->mem.nregions++] = gone;
+		return ret;
+	}
+	move_rings(s);
+	mem_region_unmap(&gone);
+	log_dbg("memory table: region removed, %u region(s)", s->mem.nregions);
+	return update_running(s);
+}
+
 static int do_set_mem_table(struct session *s, struct vu_msg *m)
 {
 	struct mem_table want, got, old;
@@ -957,25 +1088,7 @@ static int do_set_mem_table(struct session *s, struct vu_msg *m)
 	}
 	old = s->mem;
 	s->mem = got;
-	/* Rings already set up point into the old mappings: move them. */
-	for (i = 0; i < nqueues(s); i++) {
-		struct vu_ring *vr = &s->vr[i];
-		void *d, *a, *u;
-
-		if (!vr->addr_set)
-			continue;
-		if (!ring_to_host(&s->mem, &vr->qaddr, vr->num, &d, &a, &u)) {
-			log_msg("ring %u is outside the new memory table", i);
-			vr->addr_set = false;
-			detach(s);
-			continue;
-		}
-		if (vdev_set_vring_addr(&s->dev, i, d, a, u, vr->qaddr.flags,
-					vr->qaddr.log_guest_addr)) {
-			log_msg("ring %u: cannot move it to the new memory table", i);
-			vr->addr_set = false;
-		}
-	}
+	move_rings(s);
 	mem_unmap(&old);
 	log_dbg("memory table: %u region(s)", n);
 	return update_running(s);
@@ -1473,6 +1586,14 @@ static int dispatch(struct session *s, struct vu_msg *m)
 		return reply_u64(s, req, nqueues(s));
 	case VU_SET_MEM_TABLE:
 		return do_set_mem_table(s, m);
+	case VU_GET_MAX_MEM_SLOTS:
+		if (!no_payload(m))
+			return VU_FATAL;
+		return reply_u64(s, req, s->max_regions);
+	case VU_ADD_MEM_REG:
+		return do_add_mem_reg(s, m);
+	case VU_REM_MEM_REG:
+		return do_rem_mem_reg(s, m);
 	case VU_SET_LOG_BASE:
 		return do_set_log_base(s, m);
 	case VU_SET_LOG_FD:

@@ -48,7 +48,8 @@ BACKEND_CONFIG_CHANGE_MSG = 2
 NEED_REPLY = 1 << 3
 F_FLUSH, F_CONFIG_WCE, F_VERSION_1, F_PROTOCOL = 9, 11, 32, 30
 PF_LOG_SHMFD, PF_REPLY_ACK, PF_BACKEND_REQ, PF_CONFIG = 1, 3, 5, 9
-PF_CONFIGURE_MEM_SLOTS = 15
+PF_CONFIGURE_MEM_SLOTS, PF_RESET_DEVICE, PF_STATUS = 15, 13, 16
+RESET_DEVICE, SET_STATUS, GET_STATUS = 34, 39, 40
 GET_MAX_MEM_SLOTS, ADD_MEM_REG, REM_MEM_REG = 36, 37, 38
 F_LOG_ALL, VRING_F_LOG = 26, 0
 WCE_OFF = 32
@@ -1227,6 +1228,58 @@ def test_mem_slots(be):
         b.stop()
 
 
+def test_status_reset(be):
+    """STATUS and RESET_DEVICE (protocol features 16 and 13), and the config
+    at the virtio-pci offset old cloud-hypervisor releases ask for."""
+    path = socket_path("status")
+    b = Bridge("status", ["--backend", be, "--no-kernel", "-v", "--socket", path],
+               wait_socket=True)
+    feats = (1 << F_VERSION_1) | (1 << F_PROTOCOL)
+    pfs = (1 << PF_REPLY_ACK) | (1 << PF_CONFIG) | (1 << PF_STATUS) | (1 << PF_RESET_DEVICE)
+
+    def status(s):
+        r = call(s, GET_STATUS)
+        return struct.unpack("<Q", r[2])[0] if r and r[0] == GET_STATUS \
+            and len(r[2]) == 8 else None
+
+    try:
+        with connect(path) as s:
+            r = call(s, GET_PROTOCOL_FEATURES)
+            pf = struct.unpack("<Q", r[2])[0] if r and len(r[2]) == 8 else 0
+            send(s, SET_PROTOCOL_FEATURES, struct.pack("<Q", pfs))
+            send(s, SET_OWNER)
+            h = acked(s, SET_FEATURES, struct.pack("<Q", feats))
+            st0 = status(s)
+            a = acked(s, SET_STATUS, struct.pack("<Q", 0xf))
+            st1 = status(s)
+            bad = acked(s, SET_STATUS, struct.pack("<Q", 0x100))
+            check("STATUS and RESET_DEVICE offered (0x%x); GET_STATUS %s, after SET_STATUS "
+                  "0xf: %s; a status beyond a byte refused (%s)" % (pf, st0, st1, bad),
+                  h and pf & (1 << PF_STATUS) and pf & (1 << PF_RESET_DEVICE) and
+                  st0 == 0 and a and st1 == 0xf and bad is False, b.text())
+            ran = start_ring(s)
+            mark = len(b.text())
+            rd = acked(s, RESET_DEVICE)
+            st2 = status(s)
+            again = acked(s, SET_OWNER)
+            check("  RESET_DEVICE: the rings stop and drain, the status is 0, the "
+                  "front-end stays the owner (%s %s, status %s, a second SET_OWNER %s)"
+                  % (ran, rd, st2, again), ran and rd and st2 == 0 and again is False
+                  and "rings stopped and drained" in b.text()[mark:], b.text())
+            r = call(s, GET_CONFIG, struct.pack("<III", 0x100, 8, 0) + b"\0" * 8)
+            cap = struct.unpack("<Q", r[2][12:])[0] if r and len(r[2]) == 20 else None
+            check("  GET_CONFIG at offset 0x100 (old cloud-hypervisor) answers the config "
+                  "(capacity %s sectors)" % cap, cap == 2048, b.text())
+        with connect(path) as s:
+            h = handshake(s, feats)
+            r = call(s, GET_STATUS)
+            check("  GET_STATUS without STATUS negotiated: an empty reply, the session goes "
+                  "on", h and r is not None and r[2] == b"" and get_wce(s) is not None,
+                  b.text())
+    finally:
+        b.stop()
+
+
 def test_log_rate(be):
     """A front-end that makes the bridge log (refused requests) cannot fill
     the disk: past a burst, lines are dropped and counted."""
@@ -1405,7 +1458,7 @@ def main():
                   test_resume_at_used, test_new_mem_table_running,
                   test_shrunk_memory, test_log_size, test_sigterm_lock_wait,
                   test_resize, test_reset_owner_channel, test_config_flags,
-                  test_mem_slots, test_log_rate,
+                  test_mem_slots, test_status_reset, test_log_rate,
                   test_migration_log, test_user, test_noatime_fallback):
             try:
                 t(be)

@@ -99,14 +99,18 @@ enum {
 #define VU_PF_REPLY_ACK		3
 #define VU_PF_BACKEND_REQ	5
 #define VU_PF_CONFIG		9
+#define VU_PF_RESET_DEVICE	13
 #define VU_PF_CONFIGURE_MEM_SLOTS	15
+#define VU_PF_STATUS		16
 
 #define VU_PROTOCOL_FEATURES	((1ULL << VU_PF_MQ) | \
 				 (1ULL << VU_PF_LOG_SHMFD) | \
 				 (1ULL << VU_PF_REPLY_ACK) | \
 				 (1ULL << VU_PF_BACKEND_REQ) | \
 				 (1ULL << VU_PF_CONFIG) | \
-				 (1ULL << VU_PF_CONFIGURE_MEM_SLOTS))
+				 (1ULL << VU_PF_RESET_DEVICE) | \
+				 (1ULL << VU_PF_CONFIGURE_MEM_SLOTS) | \
+				 (1ULL << VU_PF_STATUS))
 
 /* Requests of the back-end channel (back-end to front-end). */
 #define VU_BACKEND_CONFIG_CHANGE_MSG	2
@@ -117,6 +121,8 @@ enum {
 
 #define VU_MAX_PAYLOAD		4096
 #define VU_CONFIG_HDR		12
+/* Where old cloud-hypervisor releases read the config (the virtio-pci BAR's). */
+#define VU_CONFIG_PCI_OFFSET	0x100
 /* GET/SET_CONFIG flags: 0 = written by the front-end; this = a migration's. */
 #define VU_CONFIG_F_MIGRATION	1u
 
@@ -216,6 +222,7 @@ struct session {
 	size_t log_len;
 	uint64_t log_size;		/* bytes of log the kernel may mark */
 	unsigned int max_regions;	/* GET_MAX_MEM_SLOTS */
+	uint8_t status;			/* virtio device status (SET_STATUS) */
 	struct vu_ring vr[VHOST_BLK_MAX_QUEUES];
 };
 
@@ -1390,18 +1397,26 @@ static bool config_msg_ok(const struct vu_msg *m)
 static int do_get_config(struct session *s, struct vu_msg *m)
 {
 	struct vu_config *c = &m->p.cfg;
+	uint32_t off;
 
 	if (!config_msg_ok(m))
 		return VU_FATAL;
-	if (c->offset > VU_CONFIG_SPACE ||
-	    c->size > VU_CONFIG_SPACE - c->offset) {
+	/*
+	 * cloud-hypervisor before January 2026 asked for the config at its
+	 * offset in the virtio-pci BAR (0x100); the device's config space is
+	 * the same bytes.
+	 */
+	off = c->offset;
+	if (off >= VU_CONFIG_PCI_OFFSET)
+		off -= VU_CONFIG_PCI_OFFSET;
+	if (off > VU_CONFIG_SPACE || c->size > VU_CONFIG_SPACE - off) {
 		log_msg("GET_CONFIG offset %u size %u: out of range",
 			c->offset, c->size);
 		return vu_send(s, VU_GET_CONFIG, NULL, 0) ? VU_FATAL : 0;
 	}
 	s->config[offsetof(struct virtio_blk_config, wce)] = effective_wce(s);
-	memcpy(c->region, s->config + c->offset, c->size);
-	if (c->offset < sizeof(uint64_t) && c->size)
+	memcpy(c->region, s->config + off, c->size);
+	if (off < sizeof(uint64_t) && c->size)
 		s->config_news = false;
 	return vu_send(s, VU_GET_CONFIG, c, m->hdr.size) ? VU_FATAL : 0;
 }
@@ -1579,7 +1594,39 @@ static int dispatch(struct session *s, struct vu_msg *m)
 		 */
 		session_close_device(s, true);
 		s->owner = false;
+		s->status = 0;
 		return session_open_device(s) ? VU_FATAL : 0;
+	case VU_RESET_DEVICE:
+		if (!no_payload(m))
+			return VU_FATAL;
+		if (!(s->protocol_features & (1ULL << VU_PF_RESET_DEVICE)))
+			return refuse(s, m);
+		/* As RESET_OWNER, but the front-end stays the owner. */
+		session_close_device(s, true);
+		s->status = 0;
+		return session_open_device(s) ? VU_FATAL : 0;
+	case VU_SET_STATUS:
+		if (!size_is(m, 8, 0))
+			return VU_FATAL;
+		if (!(s->protocol_features & (1ULL << VU_PF_STATUS)))
+			return refuse(s, m);
+		if (m->p.u64 > 0xff) {
+			log_msg("SET_STATUS 0x%llx: not a status byte",
+				(unsigned long long)m->p.u64);
+			return -EINVAL;
+		}
+		/*
+		 * Kept for GET_STATUS.  The rings' state follows the ring
+		 * messages, which QEMU sends around every change of status.
+		 */
+		s->status = m->p.u64;
+		return 0;
+	case VU_GET_STATUS:
+		if (!no_payload(m))
+			return VU_FATAL;
+		if (!(s->protocol_features & (1ULL << VU_PF_STATUS)))
+			return refuse(s, m);
+		return reply_u64(s, req, s->status);
 	case VU_GET_QUEUE_NUM:
 		if (!no_payload(m))
 			return VU_FATAL;

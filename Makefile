@@ -83,7 +83,7 @@ endif
 tools: $(TOOLS)
 
 $(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile
-	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -o $@ $(filter %.c,$^) $(ULDFLAGS)
+	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -o $@ $(filter %.c,$^) $(ULDFLAGS) -lseccomp
 
 selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile
 	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -pthread -o $@ $(filter %.c,$^) $(ULDFLAGS)

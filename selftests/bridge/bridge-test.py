@@ -1280,6 +1280,44 @@ def test_status_reset(be):
         b.stop()
 
 
+def test_seccomp(be):
+    """Once set up, the bridge runs under a seccomp filter: sessions are
+    served under it (every other test here), and a system call outside it
+    kills the process (a test build that calls uname() afterwards)."""
+    path = socket_path("seccomp")
+    b = Bridge("seccomp", ["--backend", be, "--no-kernel", "--socket", path],
+               wait_socket=True)
+    try:
+        with open("/proc/%d/status" % b.pid) as f:
+            mode = [line.split()[1] for line in f if line.startswith("Seccomp:")]
+        check("the bridge runs in seccomp filter mode (Seccomp: %s) and serves"
+              % mode, mode == ["2"] and get_features_ok(path), b.text())
+    finally:
+        b.stop()
+    cc = shutil.which("cc")
+    if not cc:
+        skip("a system call outside the filter kills the bridge", "no C compiler")
+        return
+    src = os.path.join(TOP, "tools/vhost-blk-bridge")
+    binary = os.path.join(work, "bridge-seccomp-selftest")
+    build = subprocess.run([cc, "-O2", "-DBRIDGE_SECCOMP_SELFTEST",
+                            "-I" + os.path.join(TOP, "include/uapi"),
+                            "-I" + os.path.join(TOP, "tools/include"), "-o", binary] +
+                           sorted(os.path.join(src, f) for f in os.listdir(src)
+                                  if f.endswith(".c")) + ["-lseccomp"],
+                           capture_output=True, text=True)
+    if build.returncode:
+        nok("the seccomp test build", build.stdout + build.stderr)
+        return
+    p = subprocess.run([binary, "--backend", be, "--no-kernel", "--socket",
+                        socket_path("seccomp-test")], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=20)
+    out = p.stdout + p.stderr
+    check("a system call outside the filter (uname) kills the bridge with SIGSYS "
+          "(status %s)" % p.returncode, p.returncode == -signal.SIGSYS and
+          "calling uname()" in out and "still alive" not in out, out)
+
+
 def test_log_rate(be):
     """A front-end that makes the bridge log (refused requests) cannot fill
     the disk: past a burst, lines are dropped and counted."""
@@ -1458,7 +1496,7 @@ def main():
                   test_resume_at_used, test_new_mem_table_running,
                   test_shrunk_memory, test_log_size, test_sigterm_lock_wait,
                   test_resize, test_reset_owner_channel, test_config_flags,
-                  test_mem_slots, test_status_reset, test_log_rate,
+                  test_mem_slots, test_status_reset, test_seccomp, test_log_rate,
                   test_migration_log, test_user, test_noatime_fallback):
             try:
                 t(be)

@@ -75,6 +75,12 @@ bool bridge_take_resize(void);
 void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * From here on only the system calls serving sessions needs (sandbox.c);
+ * any other kills the process.
+ */
+int sandbox_enter(void);
+
 /* ---- backing disk (backend.c) ---------------------------------------- */
 
 /*

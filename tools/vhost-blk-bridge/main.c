@@ -32,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#ifdef BRIDGE_SECCOMP_SELFTEST
+#include <sys/utsname.h>
+#endif
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -804,6 +807,19 @@ int main(int argc, char **argv)
 	} else if (geteuid() == 0) {
 		log_dbg("running as root for the whole run (see --user)");
 	}
+
+	if (sandbox_enter())
+		goto fail;
+#ifdef BRIDGE_SECCOMP_SELFTEST
+	/* A test build: a system call outside the filter ends the process. */
+	log_msg("seccomp self-test: calling uname()");
+	{
+		struct utsname u;
+
+		uname(&u);
+	}
+	log_msg("seccomp self-test: still alive");
+#endif
 
 	log_msg("listening on %s, backend %s (%llu bytes, %s%s%s), %u queue(s)%s%s%s",
 		origin, opts.backend_path, (unsigned long long)br.be.size,

@@ -63,7 +63,7 @@ apt_install() { apt-get install -y -q --no-install-recommends "$@"; }
 
 # The toolchain every build here uses (modules, bridge, man page, DKMS).
 toolchain() {
-	apt_install build-essential bc kmod xz-utils rsync dkms python3-docutils
+	apt_install build-essential bc kmod xz-utils rsync dkms python3-docutils libseccomp-dev
 }
 
 # ---- build: this machine's own kernel -------------------------------------------

@@ -1410,6 +1410,32 @@ def test_migration_log(_):
         b.stop()
 
 
+def test_root_caps(be):
+    """Root without --user keeps its uid but no capability."""
+    if os.getuid() != 0:
+        skip("root without --user drops its capabilities", "needs root")
+        return
+    path = socket_path("rootcaps")
+    b = Bridge("rootcaps", ["--backend", be, "--no-kernel", "--buffered", "--socket", path],
+               wait_socket=True)
+    try:
+        st = {}
+        with open("/proc/%d/status" % b.pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                st[k] = v.split()
+        check("root without --user: uid 0, no capabilities (effective, permitted, "
+              "bounding), no_new_privs (CapBnd %s)" % st["CapBnd"][0],
+              st["Uid"][0] == "0" and int(st["CapEff"][0], 16) == 0 and
+              int(st["CapPrm"][0], 16) == 0 and int(st["CapBnd"][0], 16) == 0 and
+              st["NoNewPrivs"] == ["1"], b.text())
+        check("  serves", get_features_ok(path), b.text())
+    finally:
+        rc = b.stop()
+    check("  SIGTERM: exit status 0, its socket removed (%s)" % rc,
+          rc == 0 and not os.path.exists(path), b.text())
+
+
 def test_user(be):
     if os.getuid() != 0:
         skip("--user", "needs root")
@@ -1497,7 +1523,7 @@ def main():
                   test_shrunk_memory, test_log_size, test_sigterm_lock_wait,
                   test_resize, test_reset_owner_channel, test_config_flags,
                   test_mem_slots, test_status_reset, test_seccomp, test_log_rate,
-                  test_migration_log, test_user, test_noatime_fallback):
+                  test_migration_log, test_root_caps, test_user, test_noatime_fallback):
             try:
                 t(be)
             except Exception as e:	# a test that breaks is a failure, the rest run

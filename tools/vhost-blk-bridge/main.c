@@ -31,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #ifdef BRIDGE_SECCOMP_SELFTEST
 #include <sys/utsname.h>
 #endif
@@ -464,6 +466,46 @@ static int create_listener(const struct bridge_opts *o, struct stat *made)
 
 /* ---- privileges -------------------------------------------------------- */
 
+/*
+ * No way back up through exec, and no ptrace or core dump of a process
+ * that maps guest memory.
+ */
+static int lock_down(void)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+		log_msg("prctl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Root without --user: the uid stays (files and the device it opens are
+ * root's), the capabilities go, all of them: serving sessions needs none.
+ */
+static int drop_capabilities(void)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[2] = { 0 };
+	unsigned long cap;
+
+	for (cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+			log_msg("dropping capability %lu: %s", cap,
+				strerror(errno));
+			return -1;
+		}
+	}
+	if (syscall(SYS_capset, &hdr, data) < 0) {
+		log_msg("capset: %s", strerror(errno));
+		return -1;
+	}
+	return lock_down();
+}
+
 static int drop_privileges(const struct bridge_opts *o)
 {
 	struct passwd *pw;
@@ -486,16 +528,7 @@ static int drop_privileges(const struct bridge_opts *o)
 			return -1;
 		}
 	}
-	/*
-	 * No way back up through exec, and no ptrace or core dump of a
-	 * process that maps guest memory.
-	 */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
-		log_msg("prctl: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
+	return lock_down();
 }
 
 /* ---- command line ------------------------------------------------------ */
@@ -805,7 +838,9 @@ int main(int argc, char **argv)
 			vdev_close(&probe);
 		}
 	} else if (geteuid() == 0) {
-		log_dbg("running as root for the whole run (see --user)");
+		if (drop_capabilities())
+			goto fail;
+		log_dbg("running as root without capabilities (see --user)");
 	}
 
 	if (sandbox_enter())

@@ -14,7 +14,12 @@ rings run (--lock-timeout), a ring resumed at its used index when the base
 lags (a restart under I/O), online resize (SIGHUP, the
 back-end channel's config change message, the capacity in GET_CONFIG), the
 dirty log of live migration (LOG_SHMFD, SET_LOG_BASE, the log flag of
-SET_VRING_ADDR) and the privilege drop.
+SET_VRING_ADDR; a log too small for guest memory refused), a new memory
+table while the ring runs and memory a front-end shrank (no crash, no
+SIGBUS), memory hotplug (CONFIGURE_MEM_SLOTS: ADD/REM_MEM_REG), STATUS and
+RESET_DEVICE, SIGTERM while waiting for the backend's lock, config flags,
+the rate limit of the log, the seccomp filter, and the privilege drop (with
+--user, and of capabilities as root without it).
 Prints TAP-style lines ("ok - ", "not ok - ") for scripts/check.sh; run as
 root (the socket group and --user checks need it).
 """

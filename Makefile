@@ -198,6 +198,8 @@ help:
 	@echo '  sparse          modules built with sparse (C=2)'
 	@echo '  install         modules into /lib/modules/<rel>/updates (+ depmod); the bridge, its man page,'
 	@echo '                  systemd units, udev rule and system user under PREFIX; DESTDIR= stages'
+	@echo '  install-modules both modules only (+ depmod)'
+	@echo '  install-bridge  the bridge only: binary, man page, systemd units, udev rule, system user'
 	@echo '  install-guest   virtio_blk_bio only (+ depmod)'
 	@echo '  uninstall       remove what install put in place (uninstall-guest: the guest module)'
 	@echo '  dkms-add        stage /usr/src/vhost-blk-VERSION (both modules) and dkms add it'

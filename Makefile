@@ -20,6 +20,8 @@ UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter $(HARDEN_CFLAGS) \
 	   -I$(CURDIR)/include/uapi $(EXTRA_UCFLAGS)
 ULDFLAGS := $(HARDEN_LDFLAGS) $(EXTRA_ULDFLAGS)
 
+# The project's version: dkms.conf's, which the modules' MODULE_VERSION matches.
+VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 BRIDGE := tools/vhost-blk-bridge/vhost-blk-bridge
 TOOLS  := $(BRIDGE) selftests/vhost_blk/vhost_blk_test tools/cost-plugin/vbmark
 # The cost-counting TCG plugin, for the QEMU installed here (make bench).
@@ -82,8 +84,9 @@ endif
 
 tools: $(TOOLS)
 
-$(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile
-	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -o $@ $(filter %.c,$^) $(ULDFLAGS) -lseccomp
+$(BRIDGE): $(wildcard tools/vhost-blk-bridge/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile dkms.conf
+	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -DBRIDGE_VERSION='"$(VERSION)"' \
+		-o $@ $(filter %.c,$^) $(ULDFLAGS) -lseccomp
 
 selftests/vhost_blk/vhost_blk_test: $(wildcard selftests/vhost_blk/*.[ch]) include/uapi/linux/vhost_blk.h tools/include/vhost_workers.h Makefile
 	$(CC) $(UCFLAGS) -I$(CURDIR)/tools/include -pthread -o $@ $(filter %.c,$^) $(ULDFLAGS)

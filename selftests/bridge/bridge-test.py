@@ -265,6 +265,11 @@ def test_command_line(be):
     rc, out = run_bridge(["--backend", be, "--no-kernel", "--socket",
                           socket_path("x"), "--socket-group", "no-such-group-x"])
     check("--socket-group naming no group: exit status 1", rc == 1, out)
+    with open(os.path.join(TOP, "dkms.conf")) as f:
+        ver = [l.split('"')[1] for l in f if l.startswith("PACKAGE_VERSION=")]
+    rc, out = run_bridge(["--version"])
+    check("--version: '%s', the tree's version (%s), status 0" % (out.strip(), ver),
+          rc == 0 and ver and out == "vhost-blk-bridge %s\n" % ver[0], out)
 
 
 def test_socket_options(be):

@@ -14,6 +14,10 @@
 #include <linux/vhost_blk.h>
 
 #define BRIDGE_NAME		"vhost-blk-bridge"
+/* The project's version (dkms.conf), given by the Makefile. */
+#ifndef BRIDGE_VERSION
+#define BRIDGE_VERSION		"unknown"
+#endif
 
 /* vhost-user allows at most 8 regions in SET_MEM_TABLE (and 8 fds). */
 #define MEM_MAX_REGIONS		8

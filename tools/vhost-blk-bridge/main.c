@@ -181,6 +181,7 @@ static void usage(FILE *f)
 "                        (no I/O is ever done)\n"
 "  -v, --verbose         log every vhost-user message\n"
 "  -h, --help            this text\n"
+"      --version         the bridge's version (the modules' of the same tree)\n"
 "\n"
 "QEMU side: -object memory-backend-memfd,id=mem,size=1G,share=on\n"
 "  -numa node,memdev=mem -chardev socket,id=c0,path=PATH\n"
@@ -548,7 +549,7 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 }
 
 enum {
-	OPT_BUFFERED = 256, OPT_VHOST_DEV, OPT_NO_KERNEL, OPT_ONCE,
+	OPT_BUFFERED = 256, OPT_VHOST_DEV, OPT_NO_KERNEL, OPT_ONCE, OPT_VERSION,
 	OPT_SOCKET_MODE, OPT_SOCKET_GROUP, OPT_FD, OPT_BATCH_DELAY, OPT_IRQ_DELAY,
 	OPT_POLL_US, OPT_LOCK_TIMEOUT,
 };
@@ -574,6 +575,7 @@ static const struct option long_opts[] = {
 	{ "once", no_argument, NULL, OPT_ONCE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -690,6 +692,9 @@ static int parse_args(int argc, char **argv, struct bridge_opts *o)
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case OPT_VERSION:
+			printf("%s %s\n", BRIDGE_NAME, BRIDGE_VERSION);
 			exit(0);
 		default:
 			usage(stderr);

@@ -1229,6 +1229,32 @@ def test_mem_slots(be):
                   "last %s)" % (full.count(True), full[-1]),
                   full[:64].count(True) == 64 and add(s, 100 * mib, mib, qva + 100 * mib)
                   is False and b.alive(), b.text()[-1500:])
+        # QEMU keeps its own copy of the regions the back-end has and sends
+        # only changes: a reset must not forget them.
+        for reset in (RESET_DEVICE, RESET_OWNER):
+            with connect(path) as s:
+                send(s, SET_PROTOCOL_FEATURES,
+                     struct.pack("<Q", pfs | (1 << PF_RESET_DEVICE)))
+                send(s, SET_OWNER)
+                acked(s, SET_FEATURES, struct.pack("<Q", feats))
+                a1 = add(s, 0, mib, qva)
+                r = acked(s, reset)
+                if reset == RESET_OWNER:
+                    acked(s, SET_OWNER)
+                acked(s, SET_FEATURES, struct.pack("<Q", feats))
+                mark = len(b.text())
+                kick = os.eventfd(0)
+                ring = [acked(s, SET_VRING_NUM, struct.pack("<II", 0, 16)),
+                        acked(s, SET_VRING_ADDR, struct.pack("<IIQQQQ", 0, 0, qva, qva + 4096,
+                                                             qva + 8192, 0)),
+                        acked(s, SET_VRING_KICK, struct.pack("<Q", 0), [kick]),
+                        acked(s, SET_VRING_ENABLE, struct.pack("<II", 0, 1))]
+                os.close(kick)
+                check("  after %s the regions stay: a ring set up again runs without "
+                      "them sent again (%s %s %s)" % ("RESET_DEVICE" if reset == RESET_DEVICE
+                                                    else "RESET_OWNER", a1, r, ring),
+                      a1 and r and all(ring) and "rings started" in b.text()[mark:],
+                      b.text()[-1500:])
         with connect(path) as s:
             h = handshake(s, feats)
             a = add(s, 0, mib, qva)

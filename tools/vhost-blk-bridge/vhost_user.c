@@ -805,13 +805,24 @@ static int session_open_device(struct session *s)
 		s->dev_features |= 1ULL << VIRTIO_BLK_F_RO;
 	vdev_spread_workers(&s->dev, nqueues(s));
 	s->max_regions = vdev_max_mem_regions(&s->dev);
+	/* A reset device gets the guest memory its session kept. */
+	if (s->mem.nregions && vdev_set_mem_table(&s->dev, &s->mem)) {
+		vdev_close(&s->dev);
+		return -EIO;
+	}
 	log_dbg("device features 0x%llx, capacity %llu sectors",
 		(unsigned long long)s->dev_features,
 		(unsigned long long)le64toh(cfg.blk.capacity));
 	return 0;
 }
 
-static void session_close_device(struct session *s, bool keep_channel)
+/*
+ * @reset: RESET_OWNER or RESET_DEVICE, the connection goes on.  What
+ * belongs to it stays: the back-end channel, and guest memory, which a
+ * front-end with CONFIGURE_MEM_SLOTS does not send again (QEMU keeps its
+ * own copy of what the back-end has and sends only changes).
+ */
+static void session_close_device(struct session *s, bool reset)
 {
 	detach(s);
 	vdev_close(&s->dev);
@@ -819,11 +830,12 @@ static void session_close_device(struct session *s, bool keep_channel)
 	if (s->log)
 		munmap(s->log, s->log_len);
 	s->log = NULL;
-	if (s->backend_req_fd >= 0 && !keep_channel) {
+	if (s->backend_req_fd >= 0 && !reset) {
 		close(s->backend_req_fd);
 		s->backend_req_fd = -1;
 	}
-	mem_unmap(&s->mem);
+	if (!reset)
+		mem_unmap(&s->mem);
 	memset(s->vr, 0, sizeof(s->vr));
 	s->features = 0;
 	s->features_set = false;

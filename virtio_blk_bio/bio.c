@@ -846,9 +846,11 @@ int vbb_bio_poll(struct bio *bio, struct io_comp_batch *iob,
 }
 
 /*
- * The device holds a request for longer than the timeout: it no longer
- * answers (bus mastering off, a backend gone). What it returned meanwhile is
- * completed first (a lost interrupt is no reason to give up).
+ * The device holds a request for longer than the timeout. What it returned
+ * meanwhile is completed first (a lost interrupt is no reason to give up);
+ * then vbb_timed_out() gives up a device that is gone (or any, in the
+ * give_up_on_timeout mode), or notifies it again, and the watchdog looks
+ * again one timeout later.
  */
 static void vbb_watchdog(struct work_struct *work)
 {
@@ -875,7 +877,8 @@ static void vbb_watchdog(struct work_struct *work)
 	if (!busy)
 		return;
 	if (time_after_eq(jiffies, oldest + vb->timeout)) {
-		vbb_kill(vb, true, "request timed out");
+		if (!vbb_timed_out(vb))
+			queue_delayed_work(vbb_wq, &vb->watchdog, vb->timeout);
 		return;
 	}
 	queue_delayed_work(vbb_wq, &vb->watchdog,

@@ -40,7 +40,11 @@ MODULE_PARM_DESC(queue_depth, "blk-mq queue depth (0: fill the ring)");
 
 static unsigned int io_timeout = 30;
 module_param(io_timeout, uint, 0644);
-MODULE_PARM_DESC(io_timeout, "Seconds a request may take before the device is given up and its I/O fails (0: wait for ever; read when a device is probed)");
+MODULE_PARM_DESC(io_timeout, "Seconds a request may be held before the driver looks at the device: completes what it returned, fails its I/O if it is gone, notifies it again and waits if it still answers (0: never look; read when a device is probed)");
+
+static bool give_up_on_timeout;
+module_param(give_up_on_timeout, bool, 0644);
+MODULE_PARM_DESC(give_up_on_timeout, "Fail fast: give a device up, failing all its I/O, once it holds a request for io_timeout seconds, even if it still answers (for md raid1 or multipath legs; default N: wait; acts at once)");
 
 static int vbb_major;
 static DEFINE_IDA(vbb_index_ida);
@@ -146,6 +150,62 @@ void vbb_kill(struct vbb_dev *vb, bool reset, const char *why)
 		vbb_bio_fail_all(vb, bio_chain);
 	else
 		vbb_mq_fail_all(vb, mq_chain);
+}
+
+/*
+ * A request has been on a ring for io_timeout seconds; the caller has
+ * completed what the device returned meanwhile. A device that is gone (the
+ * transport broke it, it reads as all ones: no longer on the bus) or stopped
+ * (its status asks for a reset, or lost DRIVER_OK) is given up, and so is any
+ * device in the give_up_on_timeout mode. A device that is still
+ * there may only be slow, or have missed a notification: every ring is
+ * notified again and the request waited for. Process context. Returns true
+ * if the device was given up (its I/O failed), false to keep waiting.
+ */
+bool vbb_timed_out(struct vbb_dev *vb)
+{
+	struct virtio_device *vdev;
+	const char *why = NULL;
+	bool reset = true;
+	unsigned int i;
+	u8 status;
+
+	mutex_lock(&vb->vdev_mutex);
+	vdev = vb->vdev;
+	if (!vdev || !vb->vqs || vb->killed) {
+		mutex_unlock(&vb->vdev_mutex);
+		return READ_ONCE(vb->killed);
+	}
+	if (vbb_vqs_broken(vb)) {
+		why = "device broken";
+		reset = false;
+	} else {
+		status = vdev->config->get_status(vdev);
+		if (status == 0xff) {
+			why = "device gone";
+			reset = false;
+		} else if (status & VIRTIO_CONFIG_S_NEEDS_RESET) {
+			why = "device needs reset";
+		} else if (!(status & VIRTIO_CONFIG_S_DRIVER_OK)) {
+			/* QEMU clears it when bus mastering is turned off */
+			why = "device stopped";
+		} else if (READ_ONCE(give_up_on_timeout)) {
+			why = "request timed out";
+		}
+	}
+	if (!why) {
+		for (i = 0; i < vb->num_vqs; i++)
+			virtqueue_notify(vb->vqs[i].vq);
+		dev_warn_ratelimited(&vdev->dev,
+				     "[%s] request held for %lu s: device notified again, waiting\n",
+				     vb->disk->disk_name,
+				     vb->timeout / HZ);
+	}
+	mutex_unlock(&vb->vdev_mutex);
+	if (!why)
+		return false;
+	vbb_kill(vb, reset, why);
+	return true;
 }
 
 /* Notify the device outside the vq lock if virtqueue_kick_prepare said so. */

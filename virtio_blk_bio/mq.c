@@ -504,9 +504,10 @@ static int vbb_init_hctx(struct blk_mq_hw_ctx *hctx, void *data,
 /*
  * A request the device has held for longer than the timeout (the queue's
  * io_timeout). What the device returned meanwhile is completed first: a lost
- * interrupt is no reason to give up. Otherwise the device no longer answers
- * (bus mastering off, a backend gone): vbb_kill() fails this request and
- * every other, and the disk's I/O fails from then on.
+ * interrupt is no reason to give up. Then vbb_timed_out() decides: a device
+ * that is gone (or any, in the give_up_on_timeout mode) is given up, and
+ * vbb_kill() fails this request and every other; a device still there is
+ * notified again and the request waited for.
  */
 static enum blk_eh_timer_return vbb_mq_timeout(struct request *req)
 {
@@ -518,8 +519,7 @@ static enum blk_eh_timer_return vbb_mq_timeout(struct request *req)
 		return BLK_EH_DONE;
 	if (!vb->timeout)
 		return BLK_EH_RESET_TIMER;	/* io_timeout=0: wait */
-	vbb_kill(vb, true, "request timed out");
-	return BLK_EH_DONE;
+	return vbb_timed_out(vb) ? BLK_EH_DONE : BLK_EH_RESET_TIMER;
 }
 
 /*

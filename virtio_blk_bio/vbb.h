@@ -90,7 +90,7 @@ struct vbb_dev {
 	bool killed;
 	/* given up because the transport broke it: not there to be reset */
 	bool gone;
-	/* a request older than this (jiffies) gives the device up; 0: never */
+	/* a request older than this (jiffies): vbb_timed_out(); 0: never */
 	unsigned long timeout;
 
 	unsigned int num_vqs;
@@ -168,6 +168,7 @@ unsigned int vbb_disk_features(struct vbb_dev *vb);
 bool vbb_cache_writeback(struct virtio_device *vdev);
 void vbb_notify_prepared(struct vbb_vq *vq, bool kick);
 void vbb_kill(struct vbb_dev *vb, bool reset, const char *why);
+bool vbb_timed_out(struct vbb_dev *vb);
 
 /* mq.c */
 void vbb_mq_done(struct virtqueue *vq);

@@ -404,7 +404,7 @@ run_dead() {
 				nok "fio ends with EIO in bounded time (status $rc, $dt s)"
 		fi
 		check "the driver gave the device up after its timeout (message)" \
-			sh -c "dmesg | grep -q 'request timed out: giving the device up'"
+			sh -c "dmesg | grep -q 'giving the device up'"
 		if [ $how = unbind ]; then
 			bounded 20 cat "/sys/block/$DATA/serial"; rc=$?
 			[ $rc != 0 ] && [ $rc != 124 ] && grep -q 'Input/output error' /tmp/bounded.out &&

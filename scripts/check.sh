@@ -4,7 +4,9 @@
 #
 # First, on the host without a VM: the bench report, the bridge's socket and
 # protocol handling, the repository's basics, the test kit; and once in a VM on
-# the last kernel, the cost-counting TCG plugin. Then for each test
+# the last kernel, the cost-counting TCG plugin and the guest driver under a
+# backend stalled for 60 s (selftests/virtio_blk_bio/stall-test.sh; every
+# kernel with SLOW=1). Then for each test
 # kernel (default: 6.1 6.12, unpacked in build/kernels by make deps): checkpatch
 # on every kernel C file and header, a warning-free module build, a sparse build,
 # the VM harness self-tests, the guest driver in a VM of its own
@@ -300,6 +302,13 @@ last=${kernels[${#kernels[@]}-1]}
 if [ "$last" != none ] && kernel_rel "$last" >/dev/null 2>&1; then
 	echo "# ==== the cost plugin (one VM, kernel $last)"
 	host_tap "cost plugin" selftests/cost/plugin-test.sh "$last"
+	# A backend stalled 60 s under fio: the guest driver keeps its disk, on
+	# both paths. One VM of 4-6 minutes: on the last kernel; every kernel
+	# with SLOW=1 (in the kernel loop below).
+	if [ "${SLOW:-0}" != 1 ]; then
+		echo "# ==== a stalled backend (one VM, kernel $last)"
+		host_tap "[$last] stalled backend" selftests/virtio_blk_bio/stall-test.sh --kernel "$last"
+	fi
 fi
 
 kernels_left=${#kernels[@]}
@@ -342,6 +351,9 @@ for k in "${kernels[@]}"; do
 	# no L3 guest, so out of the nested-SVM flake's way.
 	echo "# guest driver: selftests/virtio_blk_bio/vm-test.sh --kernel $rel"
 	host_tap "[$k] virtio-blk-bio" selftests/virtio_blk_bio/vm-test.sh --kernel "$rel"
+	if [ "${SLOW:-0}" = 1 ]; then
+		host_tap "[$k] stalled backend" selftests/virtio_blk_bio/stall-test.sh --kernel "$k"
+	fi
 
 	# make install staged into a root that 44-real-host copies onto L2.
 	vmfiles=()

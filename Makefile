@@ -21,7 +21,8 @@ UCFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter $(HARDEN_CFLAGS) \
 ULDFLAGS := $(HARDEN_LDFLAGS) $(EXTRA_ULDFLAGS)
 
 # The project's version: dkms.conf's, which the modules' MODULE_VERSION matches.
-VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' \
+	     "$(dir $(abspath $(firstword $(MAKEFILE_LIST))))dkms.conf" 2>/dev/null)
 BRIDGE := tools/vhost-blk-bridge/vhost-blk-bridge
 TOOLS  := $(BRIDGE) selftests/vhost_blk/vhost_blk_test tools/cost-plugin/vbmark
 # The cost-counting TCG plugin, for the QEMU installed here (make bench).

@@ -123,8 +123,11 @@ static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)
 static int vhost_blk_release(struct inode *inode, struct file *f)
 {
 	struct vhost_blk *blk = f->private_data;
+	int i;
 
 	vhost_blk_drain(blk);
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+		vhost_blk_fault_check_released(&blk->vqs[i]);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_cleanup(&blk->dev);
 	if (blk->owner_mm)

@@ -8,6 +8,7 @@
 
 #include <linux/bio.h>
 #include <linux/cred.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/hrtimer.h>
 #include <linux/llist.h>
@@ -284,16 +285,46 @@ void vhost_blk_rw_end(struct vhost_blk_req *req, long ret);
  * modules (make VHOST_BLK_FAULT_INJECTION=y).
  */
 #ifdef VHOST_BLK_FAULT_INJECTION
+#define VHOST_BLK_FAULT_DELAY_MAX_MS	5000
 extern bool vhost_blk_fault_drop_flush;
+extern u32 vhost_blk_fault_retire_delay_ms;
+extern u32 vhost_blk_fault_irq_timer_at_release;
 
 static inline bool vhost_blk_drop_flush(void)
 {
 	return READ_ONCE(vhost_blk_fault_drop_flush);
 }
+
+static inline void vhost_blk_fault_retire_delay(void)
+{
+	u32 ms = READ_ONCE(vhost_blk_fault_retire_delay_ms);
+
+	if (ms)
+		msleep(min_t(u32, ms, VHOST_BLK_FAULT_DELAY_MAX_MS));
+}
+
+/* The device is about to be freed: is a moderation timer still queued? */
+static inline void vhost_blk_fault_check_released(struct vhost_blk_vq *bvq)
+{
+	if (hrtimer_cancel(&bvq->irq_timer)) {
+		WRITE_ONCE(vhost_blk_fault_irq_timer_at_release,
+			   vhost_blk_fault_irq_timer_at_release + 1);
+		pr_err("vhost-blk: queue %u released with its irq timer queued\n",
+		       bvq->index);
+	}
+}
 #else
 static inline bool vhost_blk_drop_flush(void)
 {
 	return false;
+}
+
+static inline void vhost_blk_fault_retire_delay(void)
+{
+}
+
+static inline void vhost_blk_fault_check_released(struct vhost_blk_vq *bvq)
+{
 }
 #endif
 

@@ -1191,6 +1191,8 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 	unsigned int n = 0, total = 0;
 
 	list = llist_reverse_order(llist_del_all(&bvq->done));
+	if (list)
+		vhost_blk_fault_retire_delay();
 	llist_for_each_entry_safe(req, next, list, node) {
 		vhost_blk_retire(req, &used[n]);
 		if (++n == VHOST_BLK_USED_BATCH) {

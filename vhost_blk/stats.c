@@ -19,10 +19,25 @@ static struct dentry *vhost_blk_debugfs_root;
  */
 bool vhost_blk_fault_drop_flush;
 
+/*
+ * fault_retire_delay_ms: the completion work sleeps this long (at most
+ * VHOST_BLK_FAULT_DELAY_MAX_MS) under vq->mutex before it retires what it
+ * took, as a status write that faults and sleeps would: the teardown race
+ * test widens its window with it.  fault_irq_timer_at_release counts
+ * devices released with an interrupt-moderation timer still queued (each
+ * a use after free in a build without this check, which cancels it).
+ */
+u32 vhost_blk_fault_retire_delay_ms;
+u32 vhost_blk_fault_irq_timer_at_release;
+
 static void vhost_blk_faults_init(struct dentry *root)
 {
 	debugfs_create_bool("fault_drop_flush", 0600, root,
 			    &vhost_blk_fault_drop_flush);
+	debugfs_create_u32("fault_retire_delay_ms", 0600, root,
+			   &vhost_blk_fault_retire_delay_ms);
+	debugfs_create_u32("fault_irq_timer_at_release", 0400, root,
+			   &vhost_blk_fault_irq_timer_at_release);
 }
 #else
 static void vhost_blk_faults_init(struct dentry *root)

@@ -622,12 +622,18 @@ void vhost_blk_batch_init(struct vhost_blk_vq *bvq)
 	bvq->batch_probe_every = VHOST_BLK_BATCH_PROBE;
 }
 
-/* The queue stops (teardown, detach): no timer left, nothing batching. */
+/*
+ * The queue stops (teardown, detach; its backend is gone, so no pass arms
+ * the timer again): no timer left, nothing batching.  The state is the
+ * completion work's too, which reads it under vq.mutex.
+ */
 void vhost_blk_batch_stop(struct vhost_blk_vq *bvq)
 {
 	hrtimer_cancel(&bvq->batch_timer);
+	mutex_lock(&bvq->vq.mutex);
 	bvq->batching = false;
 	bvq->batch_whole_ns = 0;
+	mutex_unlock(&bvq->vq.mutex);
 }
 
 /*

@@ -775,6 +775,23 @@ static void vhost_blk_batch_whole(struct vhost_blk_vq *bvq, ktime_t seen)
 }
 
 /*
+ * The pass has had its share of the worker (VHOST_BLK_WEIGHT chains or
+ * VHOST_BLK_BYTE_WEIGHT bytes): true, and the kick handler is queued
+ * again.  It stopped with requests still in the ring, so the burst it was
+ * batching on is over: the next pass fetches at once, with no look.
+ * Under vq.mutex.
+ */
+static bool vhost_blk_weighed(struct vhost_blk_vq *bvq, int reqs,
+			      size_t total)
+{
+	if (likely(!vhost_exceeds_weight(&bvq->vq, reqs,
+					 min_t(size_t, total, INT_MAX))))
+		return false;
+	bvq->batching = false;
+	return true;
+}
+
+/*
  * A look at a ring the queue is batching on: true if the guest is still
  * adding to it, so the queue looks again later instead of fetching now.
  * The burst is over, and the queue fetches, once the ring holds something
@@ -1073,8 +1090,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			sync_tail = &req->node.next;
 		}
 		req = NULL;
-	} while (likely(!vhost_exceeds_weight(vq, ++reqs,
-					      min_t(size_t, total, INT_MAX))));
+	} while (likely(!vhost_blk_weighed(bvq, ++reqs, total)));
 	if (refused)
 		vhost_signal(vq->dev, vq);
 	blk_finish_plug(&plug);

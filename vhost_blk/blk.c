@@ -171,6 +171,15 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 		bdev = I_BDEV(inode);
 	else if (!S_ISREG(inode->i_mode))
 		goto err;
+	/*
+	 * The guest would see a conventional disk: its writes anywhere but
+	 * at a sequential zone's write pointer would fail.
+	 */
+	if (bdev && bdev_is_zoned(bdev)) {
+		pr_warn_ratelimited("vhost-blk: zoned block devices cannot be backends\n");
+		ret = -EOPNOTSUPP;
+		goto err;
+	}
 
 	ret = -ENOMEM;
 	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);

@@ -216,17 +216,22 @@ static int vhost_blk_discard_range(struct vhost_blk_backend_file *be,
 	return ret;
 }
 
+/*
+ * Both modes leave the range reading back as zeroes, but only UNMAP lets
+ * the device deallocate it: without it, a backend that cannot zero in
+ * place (tmpfs) answers -EOPNOTSUPP, an UNSUPP status, on which the guest
+ * writes the zeroes itself.
+ */
 static int vhost_blk_zero_range(struct vhost_blk_backend_file *be,
 				loff_t pos, loff_t len, bool unmap)
 {
-	int first = unmap ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE;
-	int other = unmap ? FALLOC_FL_ZERO_RANGE : FALLOC_FL_PUNCH_HOLE;
 	int ret;
 
-	/* Both modes leave the range reading back as zeroes. */
-	ret = vhost_blk_fallocate(be, first, pos, len);
+	if (!unmap)
+		return vhost_blk_fallocate(be, FALLOC_FL_ZERO_RANGE, pos, len);
+	ret = vhost_blk_fallocate(be, FALLOC_FL_PUNCH_HOLE, pos, len);
 	if (ret == -EOPNOTSUPP)
-		ret = vhost_blk_fallocate(be, other, pos, len);
+		ret = vhost_blk_fallocate(be, FALLOC_FL_ZERO_RANGE, pos, len);
 	return ret;
 }
 

@@ -780,6 +780,47 @@ static void vhost_blk_batch_whole(struct vhost_blk_vq *bvq, ktime_t seen)
 }
 
 /*
+ * The chain at the ring's head maps to more buffers than a request takes:
+ * vhost_get_vq_desc() returned -ENOBUFS and left it there, where every
+ * later pass would stop on it.  Fetch it again into the virtqueue's own
+ * array (UIO_MAXIOV entries, which vhost_blk does not use otherwise) and
+ * answer it with IOERR.  A chain that maps to more than that stops the
+ * queue, reported with vq_err().  True if the chain was answered.  Under
+ * vq.mutex.
+ */
+static bool vhost_blk_refuse_long(struct vhost_blk_vq *bvq)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+	bool logging = vhost_has_feature(vq, VHOST_F_LOG_ALL);
+	unsigned int out, in, log_num = 0;
+	u8 __user *status;
+	int head;
+
+	bvq->stats.bad_chain++;
+	head = vhost_get_vq_desc(vq, vq->iov, ARRAY_SIZE(vq->iov), &out, &in,
+				 logging ? vq->log : NULL, &log_num);
+	if (head < 0 || head == vq->num) {
+		if (head == -ENOBUFS)
+			vq_err(vq, "vhost-blk: a chain maps to more than %zu buffers: queue stopped\n",
+			       ARRAY_SIZE(vq->iov));
+		return false;
+	}
+	status = vhost_blk_status_ptr(vq->iov + out, in);
+	if (!status || put_user(VIRTIO_BLK_S_IOERR, status)) {
+		vq_err(vq, "vhost-blk: chain %d is too long and has no status byte\n",
+		       head);
+		vhost_add_used(vq, head, 0);
+		return true;
+	}
+	if (logging && vhost_log_write(vq, vq->log, log_num,
+				       iov_length(vq->iov + out, in), NULL, 0))
+		vq_err(vq, "vhost-blk: cannot log the status of chain %d\n",
+		       head);
+	vhost_add_used(vq, head, 1);
+	return true;
+}
+
+/*
  * The pass has had its share of the worker (VHOST_BLK_WEIGHT chains or
  * VHOST_BLK_BYTE_WEIGHT bytes): true, and the kick handler is queued
  * again.  It stopped with requests still in the ring, so the burst it was
@@ -1041,6 +1082,13 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		}
 		head = vhost_get_vq_desc(vq, req->iov, ARRAY_SIZE(req->iov),
 					 &out, &in, NULL, NULL);
+		if (unlikely(head == -ENOBUFS)) {
+			/* Answered with IOERR, or the queue stops. */
+			if (!vhost_blk_refuse_long(bvq))
+				break;
+			refused = true;
+			continue;
+		}
 		/* vhost already reported a malformed chain with vq_err. */
 		if (unlikely(head < 0)) {
 			bvq->stats.bad_chain++;

@@ -83,6 +83,7 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 		if (iocb_is_dsync(&req->iocb))
 			opf |= REQ_FUA;
 	}
+	vhost_blk_fault_bio_delay();
 	bio_init(bio, bdev, req->bvec, VHOST_BLK_BIO_VECS, opf);
 	bio->bi_iter.bi_sector = req->sector;
 	bio->bi_end_io = vhost_blk_bio_end_io;

@@ -289,18 +289,29 @@ void vhost_blk_rw_end(struct vhost_blk_req *req, long ret);
 extern bool vhost_blk_fault_drop_flush;
 extern u32 vhost_blk_fault_retire_delay_ms;
 extern u32 vhost_blk_fault_irq_timer_at_release;
+extern u32 vhost_blk_fault_bio_delay_ms;
 
 static inline bool vhost_blk_drop_flush(void)
 {
 	return READ_ONCE(vhost_blk_fault_drop_flush);
 }
 
-static inline void vhost_blk_fault_retire_delay(void)
+static inline void vhost_blk_fault_delay(u32 *knob)
 {
-	u32 ms = READ_ONCE(vhost_blk_fault_retire_delay_ms);
+	u32 ms = READ_ONCE(*knob);
 
 	if (ms)
 		msleep(min_t(u32, ms, VHOST_BLK_FAULT_DELAY_MAX_MS));
+}
+
+static inline void vhost_blk_fault_retire_delay(void)
+{
+	vhost_blk_fault_delay(&vhost_blk_fault_retire_delay_ms);
+}
+
+static inline void vhost_blk_fault_bio_delay(void)
+{
+	vhost_blk_fault_delay(&vhost_blk_fault_bio_delay_ms);
 }
 
 /* The device is about to be freed: is a moderation timer still queued? */
@@ -320,6 +331,10 @@ static inline bool vhost_blk_drop_flush(void)
 }
 
 static inline void vhost_blk_fault_retire_delay(void)
+{
+}
+
+static inline void vhost_blk_fault_bio_delay(void)
 {
 }
 

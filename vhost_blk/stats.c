@@ -30,6 +30,14 @@ bool vhost_blk_fault_drop_flush;
 u32 vhost_blk_fault_retire_delay_ms;
 u32 vhost_blk_fault_irq_timer_at_release;
 
+/*
+ * fault_bio_delay_ms: a direct bio waits this long (at most
+ * VHOST_BLK_FAULT_DELAY_MAX_MS) between the page cache check and its
+ * submission, so that a test can read the range into the page cache
+ * meanwhile, as a buffered reader of the device may.
+ */
+u32 vhost_blk_fault_bio_delay_ms;
+
 static void vhost_blk_faults_init(struct dentry *root)
 {
 	debugfs_create_bool("fault_drop_flush", 0600, root,
@@ -38,6 +46,8 @@ static void vhost_blk_faults_init(struct dentry *root)
 			   &vhost_blk_fault_retire_delay_ms);
 	debugfs_create_u32("fault_irq_timer_at_release", 0400, root,
 			   &vhost_blk_fault_irq_timer_at_release);
+	debugfs_create_u32("fault_bio_delay_ms", 0600, root,
+			   &vhost_blk_fault_bio_delay_ms);
 }
 #else
 static void vhost_blk_faults_init(struct dentry *root)

@@ -9,7 +9,8 @@
 # suite with max_inflight=2 (throttling), the owner killed with reads in flight on a
 # null_blk whose reads take a second, interrupt moderation on the same null_blk, the
 # review's defects (issue 47: WRITE_ZEROES without UNMAP on tmpfs, a chain of too
-# many buffers, a release racing a held interrupt, a zoned null_blk), then
+# many buffers, a release racing a held interrupt, a zoned null_blk, the page cache
+# after a direct bio write on brd), then
 # the module must unload.
 # Results are prefixed with the backend; the kernel log is checked by the runner.
 T=vhost_blk_test
@@ -40,6 +41,7 @@ if [ -b /dev/ram0 ]; then
 	run ext4-odirect --file /mnt/vbt/img --size 64 --direct --functional
 	umount /mnt/vbt 2>/dev/null
 	run brd-odirect --bdev /dev/ram0 --direct
+	run brd-review --bdev /dev/ram0 --direct --review bio-stale
 	run fuzz --bdev /dev/ram0 --direct --fuzz "${VBT_FUZZ_SEED:-20261130}" "${VBT_FUZZ_COUNT:-400}"
 	"$T" --bdev /dev/ram0 --direct --load --seconds 2 --qd 16 --rw randrw \
 		>/tmp/vbt.out 2>&1 || rc=1

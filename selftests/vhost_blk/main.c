@@ -13,7 +13,7 @@
  *   vhost_blk_test --bdev SLOW_DEV --direct --nodata --irq-moderation
  *                   held interrupts on the same slow backend
  *   vhost_blk_test [BACKEND OPTIONS] --load [LOAD OPTIONS]   (see --load --help)
- *   vhost_blk_test [BACKEND OPTIONS] --review wz-nounmap|long-chain|zoned|irq-release
+ *   vhost_blk_test [BACKEND OPTIONS] --review wz-nounmap|long-chain|zoned|irq-release|bio-stale
  *                   the review's defects (issue 47, review.c)
  *
  * Backend options:
@@ -49,7 +49,7 @@ static void usage(void)
 		"usage: vhost_blk_test [--file PATH|--bdev PATH] [--size MIB] [--direct] [--nodata]\n"
 		"                      [--functional|--hostile|--fuzz SEED COUNT|--flood SECONDS|\n"
 		"                       --context|--owner-killed|--irq-moderation|--load ...|\n"
-		"                       --review wz-nounmap|long-chain|zoned|irq-release]\n");
+		"                       --review wz-nounmap|long-chain|zoned|irq-release|bio-stale]\n");
 	exit(2);
 }
 

@@ -13,6 +13,10 @@
  *                        released while a completion work that holds the
  *                        interrupt sleeps in retire: no moderation timer
  *                        may be left queued on the freed device
+ *   --review bio-stale   (fault-injection build, a block device with
+ *                        --direct: the direct-bio path) a buffered reader
+ *                        caches the range while a write is on its way:
+ *                        after the write it must read the new data
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -279,6 +283,98 @@ static void t_irq_release(struct vbt_mem *m)
 		   after - before);
 }
 
+/*
+ * V8: a direct bio checks the device's page cache before it is built;
+ * the fault delay holds it between that check and its submission while a
+ * buffered read caches the old data.  Once the write completed, a
+ * buffered read must see the new data, as after the file path's
+ * O_DIRECT write (which invalidates the range when it is done).
+ */
+static void t_bio_stale(struct vbt_mem *m)
+{
+	struct vbt_opts o = { .nq = 1, .qsize = 64, .backend_fd = -2 };
+	uint64_t sector = 65536;	/* 32 MiB in */
+	struct virtio_blk_outhdr *h;
+	uint8_t *buf, *status;
+	uint8_t *cached = NULL;
+	struct vbt_vq *vq;
+	struct vbt_dev d;
+	struct vbt_seg s[3];
+	uint16_t old;
+	int fd = -1, head;
+	bool stale, old_seen;
+
+	if (!cfg.bdev || !cfg.direct || cfg.nodata) {
+		tap_skip("needs a block device with data, --direct",
+			 "bio-stale: page cache after a direct bio write");
+		return;
+	}
+	if (knob_read("fault_bio_delay_ms") < 0) {
+		tap_skip("no fault injection in this build",
+			 "bio-stale: page cache after a direct bio write");
+		return;
+	}
+	vbt_mem_reset(m);
+	if (vbt_dev_open(&d, m, &o)) {
+		tap_result(false, "bio-stale: device setup: %s", strerror(errno));
+		return;
+	}
+	vq = &d.vq[0];
+	fd = open(cfg.path, O_RDONLY);
+	cached = aligned_alloc(4096, 4096);
+	buf = vbt_alloc(m, 4096, 4096);
+	h = vbt_alloc(m, sizeof(*h), 16);
+	status = vbt_alloc(m, 1, 1);
+	if (fd < 0 || !cached) {
+		tap_result(false, "bio-stale: buffered fd on %s", cfg.path);
+		goto out;
+	}
+	/* Old data on the device, nothing of it cached. */
+	vbt_fill(buf, 4096, 1);
+	if (vbt_rw(&d, 0, VIRTIO_BLK_T_OUT, sector, buf, 4096) != 0) {
+		tap_result(false, "bio-stale: first write");
+		goto out;
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	/* The new data, held before its submission. */
+	knob_write("fault_bio_delay_ms", 600);
+	vbt_fill(buf, 4096, 2);
+	h->type = VIRTIO_BLK_T_OUT;
+	h->ioprio = 0;
+	h->sector = sector;
+	*status = 0xff;
+	s[0] = (struct vbt_seg){ vbt_gpa(m, h), sizeof(*h), false };
+	s[1] = (struct vbt_seg){ vbt_gpa(m, buf), 4096, false };
+	s[2] = (struct vbt_seg){ vbt_gpa(m, status), 1, true };
+	old = vq->avail_idx;
+	vbt_vq_publish(vq, vbt_vq_add(vq, s, 3, false, h));
+	vbt_vq_kick(vq, old);
+	usleep(200000);
+	/* A buffered reader caches the old data meanwhile. */
+	old_seen = pread(fd, cached, 4096, sector << 9) == 4096;
+	head = vbt_vq_wait(vq, NULL, NULL, 5000);
+	knob_write("fault_bio_delay_ms", 0);
+	if (head < 0 || *status != VIRTIO_BLK_S_OK) {
+		tap_result(false, "bio-stale: delayed write completes (status %d)",
+			   *status);
+		goto out;
+	}
+	if (pread(fd, cached, 4096, sector << 9) != 4096) {
+		tap_result(false, "bio-stale: buffered read");
+		goto out;
+	}
+	stale = memcmp(cached, buf, 4096) != 0;
+	tap_result(old_seen && !stale,
+		   "bio-stale: a buffered read after a direct bio write sees the new data, not the page cache's old copy (%s)",
+		   stale ? "stale" : "fresh");
+out:
+	knob_write("fault_bio_delay_ms", 0);
+	if (fd >= 0)
+		close(fd);
+	free(cached);
+	vbt_dev_close(&d);
+}
+
 int vbt_review(struct vbt_mem *m, const char *what)
 {
 	if (!strcmp(what, "wz-nounmap"))
@@ -289,6 +385,8 @@ int vbt_review(struct vbt_mem *m, const char *what)
 		t_zoned(m);
 	else if (!strcmp(what, "irq-release"))
 		t_irq_release(m);
+	else if (!strcmp(what, "bio-stale"))
+		t_bio_stale(m);
 	else
 		return -1;
 	return 0;

@@ -92,8 +92,10 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	 * No interrupt is held past the flush: what the workers retire now is
 	 * all that was in flight, and so is sent at once.
 	 */
-	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		vhost_blk_irq_stop(&blk->vqs[i]);
+		vhost_blk_fault_check_orphan(&blk->vqs[i]);
+	}
 	/* The workers retire what completed. */
 	vhost_dev_flush(&blk->dev);
 	vhost_blk_retire_orphans(blk);
@@ -123,11 +125,8 @@ static void vhost_blk_backend_free(struct vhost_blk_backend_file *be)
 static int vhost_blk_release(struct inode *inode, struct file *f)
 {
 	struct vhost_blk *blk = f->private_data;
-	int i;
 
 	vhost_blk_drain(blk);
-	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
-		vhost_blk_fault_check_released(&blk->vqs[i]);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_cleanup(&blk->dev);
 	if (blk->owner_mm)

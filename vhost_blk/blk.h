@@ -288,7 +288,7 @@ void vhost_blk_rw_end(struct vhost_blk_req *req, long ret);
 #define VHOST_BLK_FAULT_DELAY_MAX_MS	5000
 extern bool vhost_blk_fault_drop_flush;
 extern u32 vhost_blk_fault_retire_delay_ms;
-extern u32 vhost_blk_fault_irq_timer_at_release;
+extern u32 vhost_blk_fault_irq_timer_orphaned;
 extern u32 vhost_blk_fault_bio_delay_ms;
 
 static inline bool vhost_blk_drop_flush(void)
@@ -314,13 +314,16 @@ static inline void vhost_blk_fault_bio_delay(void)
 	vhost_blk_fault_delay(&vhost_blk_fault_bio_delay_ms);
 }
 
-/* The device is about to be freed: is a moderation timer still queued? */
-static inline void vhost_blk_fault_check_released(struct vhost_blk_vq *bvq)
+/*
+ * Interrupt moderation was stopped for teardown: a timer still queued now
+ * is one nobody cancels, and fires on the freed device.
+ */
+static inline void vhost_blk_fault_check_orphan(struct vhost_blk_vq *bvq)
 {
 	if (hrtimer_cancel(&bvq->irq_timer)) {
-		WRITE_ONCE(vhost_blk_fault_irq_timer_at_release,
-			   vhost_blk_fault_irq_timer_at_release + 1);
-		pr_err("vhost-blk: queue %u released with its irq timer queued\n",
+		WRITE_ONCE(vhost_blk_fault_irq_timer_orphaned,
+			   vhost_blk_fault_irq_timer_orphaned + 1);
+		pr_err("vhost-blk: queue %u: irq timer queued after teardown stopped it\n",
 		       bvq->index);
 	}
 }
@@ -338,7 +341,7 @@ static inline void vhost_blk_fault_bio_delay(void)
 {
 }
 
-static inline void vhost_blk_fault_check_released(struct vhost_blk_vq *bvq)
+static inline void vhost_blk_fault_check_orphan(struct vhost_blk_vq *bvq)
 {
 }
 #endif

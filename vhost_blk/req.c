@@ -1292,6 +1292,7 @@ void vhost_blk_done_work(struct vhost_work *work)
 	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
 						done_work);
 	struct vhost_virtqueue *vq = &bvq->vq;
+	bool retired = !llist_empty(&bvq->done);
 
 	mutex_lock(&vq->mutex);
 	vhost_blk_retire_done(bvq);
@@ -1304,6 +1305,8 @@ void vhost_blk_done_work(struct vhost_work *work)
 		vhost_poll_queue(&vq->poll);
 	}
 	mutex_unlock(&vq->mutex);
+	if (retired)
+		vhost_blk_fault_retire_delay();
 }
 
 struct vhost_blk_orphans {

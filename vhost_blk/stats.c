@@ -22,13 +22,16 @@ bool vhost_blk_fault_drop_flush;
 /*
  * fault_retire_delay_ms: the completion work sleeps this long (at most
  * VHOST_BLK_FAULT_DELAY_MAX_MS) under vq->mutex before it retires what it
- * took, as a status write that faults and sleeps would: the teardown race
- * test widens its window with it.  fault_irq_timer_at_release counts
- * devices released with an interrupt-moderation timer still queued (each
- * a use after free in a build without this check, which cancels it).
+ * took, as a status write that faults and sleeps would, and again after it
+ * dropped the mutex, as a busy worker would before its next work: the
+ * teardown race test widens its windows with it.
+ * fault_irq_timer_orphaned counts queues whose interrupt-moderation timer
+ * was still queued after teardown stopped moderation (each a use after
+ * free once the device is freed, in a build without this check, which
+ * cancels it).
  */
 u32 vhost_blk_fault_retire_delay_ms;
-u32 vhost_blk_fault_irq_timer_at_release;
+u32 vhost_blk_fault_irq_timer_orphaned;
 
 /*
  * fault_bio_delay_ms: a direct bio waits this long (at most
@@ -44,8 +47,8 @@ static void vhost_blk_faults_init(struct dentry *root)
 			    &vhost_blk_fault_drop_flush);
 	debugfs_create_u32("fault_retire_delay_ms", 0600, root,
 			   &vhost_blk_fault_retire_delay_ms);
-	debugfs_create_u32("fault_irq_timer_at_release", 0400, root,
-			   &vhost_blk_fault_irq_timer_at_release);
+	debugfs_create_u32("fault_irq_timer_orphaned", 0400, root,
+			   &vhost_blk_fault_irq_timer_orphaned);
 	debugfs_create_u32("fault_bio_delay_ms", 0600, root,
 			   &vhost_blk_fault_bio_delay_ms);
 }

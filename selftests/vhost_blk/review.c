@@ -12,7 +12,7 @@
  *                        a second: null_blk irqmode=2) the device is
  *                        released while a completion work that holds the
  *                        interrupt sleeps in retire: no moderation timer
- *                        may be left queued on the freed device
+ *                        may be left queued for the freed device
  *   --review bio-stale   (fault-injection build, a block device with
  *                        --direct: the direct-bio path) a buffered reader
  *                        caches the range while a write is on its way:
@@ -233,8 +233,10 @@ static void send_reads(struct vbt_vq *vq, struct vbt_mem *m,
  * completion work takes it alone and sleeps in retire (the fault delay)
  * until the three have completed too, so release stops interrupt
  * moderation meanwhile; then that work holds the interrupt (one retired,
- * three in flight).  Release must not free the device with its moderation
- * timer queued.
+ * three in flight), and sleeps again after it, so that release clears the
+ * moderation state before the next completion work runs.  No moderation
+ * timer may be left queued once release has stopped moderation: the
+ * device is freed right after.
  */
 static void t_irq_release(struct vbt_mem *m)
 {
@@ -244,7 +246,7 @@ static void t_irq_release(struct vbt_mem *m)
 	struct vbt_dev d;
 	struct rreq *r;
 
-	if (knob_read("fault_irq_timer_at_release") < 0) {
+	if (knob_read("fault_irq_timer_orphaned") < 0) {
 		tap_skip("no fault injection in this build",
 			 "irq-release: no moderation timer left at release");
 		return;
@@ -264,7 +266,7 @@ static void t_irq_release(struct vbt_mem *m)
 	r = vbt_alloc(m, 4 * sizeof(*r), 4096);
 	*vbt_used_event(&d.vq[0]) = 0;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	before = knob_read("fault_irq_timer_at_release");
+	before = knob_read("fault_irq_timer_orphaned");
 	if (knob_write("fault_retire_delay_ms", 800)) {
 		tap_result(false, "irq-release: fault_retire_delay_ms set");
 		vbt_dev_close(&d);
@@ -274,12 +276,12 @@ static void t_irq_release(struct vbt_mem *m)
 	usleep(500000);
 	send_reads(&d.vq[0], m, r, 1, 3);
 	usleep(100000);
-	/* Release drains the four reads: about two seconds. */
+	/* Release drains the four reads: about four seconds. */
 	vbt_dev_close(&d);
 	knob_write("fault_retire_delay_ms", 0);
-	after = knob_read("fault_irq_timer_at_release");
+	after = knob_read("fault_irq_timer_orphaned");
 	tap_result(after == before,
-		   "irq-release: the device is freed with no moderation timer queued (%ld found queued)",
+		   "irq-release: no moderation timer is left queued for the freed device (%ld found queued)",
 		   after - before);
 }
 

@@ -16,8 +16,9 @@
  * answers as it does, before a bio is submitted.  The I/O accounting, the
  * write hint and the file times are the file path's too.  The guest's
  * pages stay pinned until the queue's worker retires the request, which
- * marks a read's pages dirty there (that may sleep; a bio completes in
- * interrupt context).
+ * marks a read's pages dirty there, and after a write drops what a
+ * buffered reader cached of the range meanwhile (both may sleep; a bio
+ * completes in interrupt context).
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
@@ -83,6 +84,7 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 		if (iocb_is_dsync(&req->iocb))
 			opf |= REQ_FUA;
 	}
+	vhost_blk_fault_bio_delay();
 	bio_init(bio, bdev, req->bvec, VHOST_BLK_BIO_VECS, opf);
 	bio->bi_iter.bi_sector = req->sector;
 	bio->bi_end_io = vhost_blk_bio_end_io;
@@ -127,13 +129,35 @@ static bool vhost_blk_bio_clean(struct bio *bio)
 }
 
 /*
+ * A write reached the device: drop what the page cache holds of its range,
+ * as the file path does after an O_DIRECT write.  A buffered reader may
+ * have cached the old data after the check at submission.  A page that
+ * cannot go (-EBUSY: mapped and being written to) stays, as it would
+ * there.  May sleep.
+ */
+static void vhost_blk_bio_invalidate(struct vhost_blk_req *req)
+{
+	struct address_space *mapping = req->be->file->f_mapping;
+	loff_t pos = req->sector << SECTOR_SHIFT;
+
+	if (!req->len || !READ_ONCE(mapping->nrpages))
+		return;
+	invalidate_inode_pages2_range(mapping, pos >> PAGE_SHIFT,
+				      (pos + req->len - 1) >> PAGE_SHIFT);
+}
+
+/*
  * The request is retired or dropped: its pages go back, a read's marked
  * dirty (each under its folio lock) unless they all are already, as guest
- * memory mostly is.  May sleep.
+ * memory mostly is; after a write the device's page cache of the range is
+ * dropped.  May sleep.
  */
 void vhost_blk_bio_release(struct vhost_blk_req *req)
 {
 	struct bio *bio = &req->bio;
+
+	if (req->op == VHOST_BLK_OP_OUT)
+		vhost_blk_bio_invalidate(req);
 
 	bio_release_pages(bio, req->op == VHOST_BLK_OP_IN &&
 			  vhost_blk_bio_clean(bio));

@@ -92,8 +92,10 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	 * No interrupt is held past the flush: what the workers retire now is
 	 * all that was in flight, and so is sent at once.
 	 */
-	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		vhost_blk_irq_stop(&blk->vqs[i]);
+		vhost_blk_fault_check_orphan(&blk->vqs[i]);
+	}
 	/* The workers retire what completed. */
 	vhost_dev_flush(&blk->dev);
 	vhost_blk_retire_orphans(blk);
@@ -168,6 +170,15 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 		bdev = I_BDEV(inode);
 	else if (!S_ISREG(inode->i_mode))
 		goto err;
+	/*
+	 * The guest would see a conventional disk: its writes anywhere but
+	 * at a sequential zone's write pointer would fail.
+	 */
+	if (bdev && bdev_is_zoned(bdev)) {
+		pr_warn_ratelimited("vhost-blk: zoned block devices cannot be backends\n");
+		ret = -EOPNOTSUPP;
+		goto err;
+	}
 
 	ret = -ENOMEM;
 	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);

@@ -8,6 +8,7 @@
 
 #include <linux/bio.h>
 #include <linux/cred.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/hrtimer.h>
 #include <linux/llist.h>
@@ -284,16 +285,64 @@ void vhost_blk_rw_end(struct vhost_blk_req *req, long ret);
  * modules (make VHOST_BLK_FAULT_INJECTION=y).
  */
 #ifdef VHOST_BLK_FAULT_INJECTION
+#define VHOST_BLK_FAULT_DELAY_MAX_MS	5000
 extern bool vhost_blk_fault_drop_flush;
+extern u32 vhost_blk_fault_retire_delay_ms;
+extern u32 vhost_blk_fault_irq_timer_orphaned;
+extern u32 vhost_blk_fault_bio_delay_ms;
 
 static inline bool vhost_blk_drop_flush(void)
 {
 	return READ_ONCE(vhost_blk_fault_drop_flush);
 }
+
+static inline void vhost_blk_fault_delay(u32 *knob)
+{
+	u32 ms = READ_ONCE(*knob);
+
+	if (ms)
+		msleep(min_t(u32, ms, VHOST_BLK_FAULT_DELAY_MAX_MS));
+}
+
+static inline void vhost_blk_fault_retire_delay(void)
+{
+	vhost_blk_fault_delay(&vhost_blk_fault_retire_delay_ms);
+}
+
+static inline void vhost_blk_fault_bio_delay(void)
+{
+	vhost_blk_fault_delay(&vhost_blk_fault_bio_delay_ms);
+}
+
+/*
+ * Interrupt moderation was stopped for teardown: a timer still queued now
+ * is one nobody cancels, and fires on the freed device.
+ */
+static inline void vhost_blk_fault_check_orphan(struct vhost_blk_vq *bvq)
+{
+	if (hrtimer_cancel(&bvq->irq_timer)) {
+		WRITE_ONCE(vhost_blk_fault_irq_timer_orphaned,
+			   vhost_blk_fault_irq_timer_orphaned + 1);
+		pr_err("vhost-blk: queue %u: irq timer queued after teardown stopped it\n",
+		       bvq->index);
+	}
+}
 #else
 static inline bool vhost_blk_drop_flush(void)
 {
 	return false;
+}
+
+static inline void vhost_blk_fault_retire_delay(void)
+{
+}
+
+static inline void vhost_blk_fault_bio_delay(void)
+{
+}
+
+static inline void vhost_blk_fault_check_orphan(struct vhost_blk_vq *bvq)
+{
 }
 #endif
 

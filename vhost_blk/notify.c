@@ -46,15 +46,21 @@ void vhost_blk_irq_init(struct vhost_blk_vq *bvq)
 		      HRTIMER_MODE_REL);
 }
 
-/* Nothing held any more (teardown, every request retired). */
+/*
+ * Nothing held any more (teardown, every request completed).  The timer
+ * goes after vq.mutex is dropped: a completion work still retiring (its
+ * status writes may fault and sleep) holds the mutex and may arm it, but
+ * then it has run by now, and any later run retires everything, leaving
+ * nothing in flight to hold the interrupt for.
+ */
 void vhost_blk_irq_stop(struct vhost_blk_vq *bvq)
 {
-	hrtimer_cancel(&bvq->irq_timer);
 	mutex_lock(&bvq->vq.mutex);
 	bvq->irq_held = false;
 	bvq->irq_unsent = 0;
 	WRITE_ONCE(bvq->irq_expired, false);
 	mutex_unlock(&bvq->vq.mutex);
+	hrtimer_cancel(&bvq->irq_timer);
 }
 
 /*

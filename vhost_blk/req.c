@@ -216,17 +216,22 @@ static int vhost_blk_discard_range(struct vhost_blk_backend_file *be,
 	return ret;
 }
 
+/*
+ * Both modes leave the range reading back as zeroes, but only UNMAP lets
+ * the device deallocate it: without it, a backend that cannot zero in
+ * place (tmpfs) answers -EOPNOTSUPP, an UNSUPP status, on which the guest
+ * writes the zeroes itself.
+ */
 static int vhost_blk_zero_range(struct vhost_blk_backend_file *be,
 				loff_t pos, loff_t len, bool unmap)
 {
-	int first = unmap ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE;
-	int other = unmap ? FALLOC_FL_ZERO_RANGE : FALLOC_FL_PUNCH_HOLE;
 	int ret;
 
-	/* Both modes leave the range reading back as zeroes. */
-	ret = vhost_blk_fallocate(be, first, pos, len);
+	if (!unmap)
+		return vhost_blk_fallocate(be, FALLOC_FL_ZERO_RANGE, pos, len);
+	ret = vhost_blk_fallocate(be, FALLOC_FL_PUNCH_HOLE, pos, len);
 	if (ret == -EOPNOTSUPP)
-		ret = vhost_blk_fallocate(be, other, pos, len);
+		ret = vhost_blk_fallocate(be, FALLOC_FL_ZERO_RANGE, pos, len);
 	return ret;
 }
 
@@ -622,12 +627,18 @@ void vhost_blk_batch_init(struct vhost_blk_vq *bvq)
 	bvq->batch_probe_every = VHOST_BLK_BATCH_PROBE;
 }
 
-/* The queue stops (teardown, detach): no timer left, nothing batching. */
+/*
+ * The queue stops (teardown, detach; its backend is gone, so no pass arms
+ * the timer again): no timer left, nothing batching.  The state is the
+ * completion work's too, which reads it under vq.mutex.
+ */
 void vhost_blk_batch_stop(struct vhost_blk_vq *bvq)
 {
 	hrtimer_cancel(&bvq->batch_timer);
+	mutex_lock(&bvq->vq.mutex);
 	bvq->batching = false;
 	bvq->batch_whole_ns = 0;
+	mutex_unlock(&bvq->vq.mutex);
 }
 
 /*
@@ -766,6 +777,64 @@ static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 static void vhost_blk_batch_whole(struct vhost_blk_vq *bvq, ktime_t seen)
 {
 	bvq->batch_whole_ns = ktime_to_ns(ktime_sub(seen, bvq->batch_begun));
+}
+
+/*
+ * The chain at the ring's head maps to more buffers than a request takes:
+ * vhost_get_vq_desc() returned -ENOBUFS and left it there, where every
+ * later pass would stop on it.  Fetch it again into the virtqueue's own
+ * array (UIO_MAXIOV entries, which vhost_blk does not use otherwise) and
+ * answer it with IOERR.  A chain that maps to more than that stops the
+ * queue, reported with vq_err().  True if the chain was answered.  Under
+ * vq.mutex.
+ */
+static bool vhost_blk_refuse_long(struct vhost_blk_vq *bvq)
+{
+	struct vhost_virtqueue *vq = &bvq->vq;
+	bool logging = vhost_has_feature(vq, VHOST_F_LOG_ALL);
+	unsigned int out, in, log_num = 0;
+	u8 __user *status;
+	int head;
+
+	bvq->stats.bad_chain++;
+	head = vhost_get_vq_desc(vq, vq->iov, ARRAY_SIZE(vq->iov), &out, &in,
+				 logging ? vq->log : NULL, &log_num);
+	if (head < 0 || head == vq->num) {
+		if (head == -ENOBUFS)
+			vq_err(vq, "vhost-blk: a chain maps to more than %zu buffers: queue stopped\n",
+			       ARRAY_SIZE(vq->iov));
+		return false;
+	}
+	status = vhost_blk_status_ptr(vq->iov + out, in);
+	if (!status || put_user(VIRTIO_BLK_S_IOERR, status)) {
+		vq_err(vq, "vhost-blk: chain %d is too long and has no status byte\n",
+		       head);
+		vhost_add_used(vq, head, 0);
+		return true;
+	}
+	if (logging && vhost_log_write(vq, vq->log, log_num,
+				       iov_length(vq->iov + out, in), NULL, 0))
+		vq_err(vq, "vhost-blk: cannot log the status of chain %d\n",
+		       head);
+	vhost_add_used(vq, head, 1);
+	return true;
+}
+
+/*
+ * The pass has had its share of the worker (VHOST_BLK_WEIGHT chains or
+ * VHOST_BLK_BYTE_WEIGHT bytes): true, and the kick handler is queued
+ * again.  It stopped with requests still in the ring, so the burst it was
+ * batching on is over: the next pass fetches at once, with no look.
+ * Under vq.mutex.
+ */
+static bool vhost_blk_weighed(struct vhost_blk_vq *bvq, int reqs,
+			      size_t total)
+{
+	if (likely(!vhost_exceeds_weight(&bvq->vq, reqs,
+					 min_t(size_t, total, INT_MAX))))
+		return false;
+	bvq->batching = false;
+	return true;
 }
 
 /*
@@ -1013,6 +1082,13 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		}
 		head = vhost_get_vq_desc(vq, req->iov, ARRAY_SIZE(req->iov),
 					 &out, &in, NULL, NULL);
+		if (unlikely(head == -ENOBUFS)) {
+			/* Answered with IOERR, or the queue stops. */
+			if (!vhost_blk_refuse_long(bvq))
+				break;
+			refused = true;
+			continue;
+		}
 		/* vhost already reported a malformed chain with vq_err. */
 		if (unlikely(head < 0)) {
 			bvq->stats.bad_chain++;
@@ -1067,8 +1143,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 			sync_tail = &req->node.next;
 		}
 		req = NULL;
-	} while (likely(!vhost_exceeds_weight(vq, ++reqs,
-					      min_t(size_t, total, INT_MAX))));
+	} while (likely(!vhost_blk_weighed(bvq, ++reqs, total)));
 	if (refused)
 		vhost_signal(vq->dev, vq);
 	blk_finish_plug(&plug);
@@ -1191,6 +1266,8 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 	unsigned int n = 0, total = 0;
 
 	list = llist_reverse_order(llist_del_all(&bvq->done));
+	if (list)
+		vhost_blk_fault_retire_delay();
 	llist_for_each_entry_safe(req, next, list, node) {
 		vhost_blk_retire(req, &used[n]);
 		if (++n == VHOST_BLK_USED_BATCH) {
@@ -1215,6 +1292,7 @@ void vhost_blk_done_work(struct vhost_work *work)
 	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
 						done_work);
 	struct vhost_virtqueue *vq = &bvq->vq;
+	bool retired = !llist_empty(&bvq->done);
 
 	mutex_lock(&vq->mutex);
 	vhost_blk_retire_done(bvq);
@@ -1227,6 +1305,8 @@ void vhost_blk_done_work(struct vhost_work *work)
 		vhost_poll_queue(&vq->poll);
 	}
 	mutex_unlock(&vq->mutex);
+	if (retired)
+		vhost_blk_fault_retire_delay();
 }
 
 struct vhost_blk_orphans {

@@ -19,10 +19,38 @@ static struct dentry *vhost_blk_debugfs_root;
  */
 bool vhost_blk_fault_drop_flush;
 
+/*
+ * fault_retire_delay_ms: the completion work sleeps this long (at most
+ * VHOST_BLK_FAULT_DELAY_MAX_MS) under vq->mutex before it retires what it
+ * took, as a status write that faults and sleeps would, and again after it
+ * dropped the mutex, as a busy worker would before its next work: the
+ * teardown race test widens its windows with it.
+ * fault_irq_timer_orphaned counts queues whose interrupt-moderation timer
+ * was still queued after teardown stopped moderation (each a use after
+ * free once the device is freed, in a build without this check, which
+ * cancels it).
+ */
+u32 vhost_blk_fault_retire_delay_ms;
+u32 vhost_blk_fault_irq_timer_orphaned;
+
+/*
+ * fault_bio_delay_ms: a direct bio waits this long (at most
+ * VHOST_BLK_FAULT_DELAY_MAX_MS) between the page cache check and its
+ * submission, so that a test can read the range into the page cache
+ * meanwhile, as a buffered reader of the device may.
+ */
+u32 vhost_blk_fault_bio_delay_ms;
+
 static void vhost_blk_faults_init(struct dentry *root)
 {
 	debugfs_create_bool("fault_drop_flush", 0600, root,
 			    &vhost_blk_fault_drop_flush);
+	debugfs_create_u32("fault_retire_delay_ms", 0600, root,
+			   &vhost_blk_fault_retire_delay_ms);
+	debugfs_create_u32("fault_irq_timer_orphaned", 0400, root,
+			   &vhost_blk_fault_irq_timer_orphaned);
+	debugfs_create_u32("fault_bio_delay_ms", 0600, root,
+			   &vhost_blk_fault_bio_delay_ms);
 }
 #else
 static void vhost_blk_faults_init(struct dentry *root)

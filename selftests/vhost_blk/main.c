@@ -13,6 +13,8 @@
  *   vhost_blk_test --bdev SLOW_DEV --direct --nodata --irq-moderation
  *                   held interrupts on the same slow backend
  *   vhost_blk_test [BACKEND OPTIONS] --load [LOAD OPTIONS]   (see --load --help)
+ *   vhost_blk_test [BACKEND OPTIONS] --review wz-nounmap|long-chain|zoned|irq-release|bio-stale
+ *                   the review's defects (issue 47, review.c)
  *
  * Backend options:
  *   --file PATH     backing file (created/extended to --size; default
@@ -46,7 +48,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: vhost_blk_test [--file PATH|--bdev PATH] [--size MIB] [--direct] [--nodata]\n"
 		"                      [--functional|--hostile|--fuzz SEED COUNT|--flood SECONDS|\n"
-		"                       --context|--owner-killed|--irq-moderation|--load ...]\n");
+		"                       --context|--owner-killed|--irq-moderation|--load ...|\n"
+		"                       --review wz-nounmap|long-chain|zoned|irq-release|bio-stale]\n");
 	exit(2);
 }
 
@@ -82,7 +85,9 @@ static int prepare_backend(void)
 
 int main(int argc, char **argv)
 {
-	enum { ALL, FUNC, HOSTILE, FUZZ, FLOOD, CONTEXT, KILLED, MODERATE, LOAD } mode = ALL;
+	enum { ALL, FUNC, HOSTILE, FUZZ, FLOOD, CONTEXT, KILLED, MODERATE, LOAD,
+	       REVIEW } mode = ALL;
+	const char *review = NULL;
 	unsigned long long seed = 1, count = 100, seconds = 25;
 	struct vbt_mem mem;
 	int i;
@@ -119,6 +124,9 @@ int main(int argc, char **argv)
 			mode = KILLED;
 		} else if (!strcmp(argv[i], "--irq-moderation")) {
 			mode = MODERATE;
+		} else if (!strcmp(argv[i], "--review") && i + 1 < argc) {
+			mode = REVIEW;
+			review = argv[++i];
 		} else if (!strcmp(argv[i], "--load")) {
 			mode = LOAD;
 			i++;
@@ -157,6 +165,10 @@ int main(int argc, char **argv)
 		break;
 	case HOSTILE:
 		vbt_hostile(&mem);
+		break;
+	case REVIEW:
+		if (vbt_review(&mem, review))
+			usage();
 		break;
 	default:
 		vbt_functional(&mem);

@@ -191,6 +191,7 @@ void vbt_owner_killed(void);
 void vbt_irq_moderation(struct vbt_mem *m);
 void vbt_fuzz(struct vbt_mem *m, uint64_t seed, unsigned long count);
 int vbt_load(struct vbt_mem *m, int argc, char **argv);
+int vbt_review(struct vbt_mem *m, const char *what);
 
 /* A cheap deterministic PRNG (xorshift64*). */
 static inline uint64_t vbt_rand(uint64_t *s)

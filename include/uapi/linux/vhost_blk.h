@@ -189,8 +189,8 @@ struct vhost_blk_config {
  * Attach/replace (fd >= 0) or detach and drain (fd == -1) the backend.
  * Errors: EPERM not the owner (checked first), EBADF bad fd, EINVAL bad
  * field/flags or unsupported file (neither regular file nor block device,
- * not readable, or O_APPEND), E2BIG size above the page size or unknown
- * non-zero trailing bytes of a larger struct.
+ * not readable, or O_APPEND), EOPNOTSUPP a zoned block device, E2BIG size
+ * above the page size or unknown non-zero trailing bytes of a larger struct.
  */
 #define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0x90, struct vhost_blk_backend)
 /* Read the config the device presents. */

@@ -51,14 +51,16 @@ vhost_src = vsrc=$$(scripts/find-vhost-src.sh "$(KDIR)" "$(KSRC)" "$(CACHE)") ||
 # When this machine lacks it (Debian's 7.x kernels: gcc-14, on Debian 12), the
 # kernel builds (modules, guest, sparse) run in a Debian 13 rootfs that has it:
 # scripts/rootfs.sh makes it once under build/rootfs (mmdebstrap, root) and
-# runs make there with this tree, KDIR's and the cache bind-mounted.
+# runs make there with this tree, KDIR's and the cache bind-mounted (at their
+# real paths: /lib/modules/REL/build is a link the rootfs does not have).
 KCC = $(if $(filter command line,$(origin CC)),$(firstword $(CC)),$(shell sed -n \
 	's/^\#define LINUX_COMPILER[[:space:]]*"\([^ ]*\).*/\1/p' "$(KDIR)/include/generated/compile.h" 2>/dev/null))
 IN_ROOTFS ?=
 NEED_ROOTFS := $(if $(IN_ROOTFS),,$(if $(KCC),$(if $(shell command -v "$(KCC)" 2>/dev/null),,y)))
 in_rootfs = mkdir -p "$(CACHE)" && scripts/rootfs.sh run --bind "$(CURDIR)" --bind "$(CACHE)" \
 	--bind "$(dir $(realpath $(KDIR)))" --bind "$(dir $(realpath $(KDIR)/scripts))" \
-	$(if $(KSRC),--bind "$(KSRC)") -- $(MAKE) -C "$(CURDIR)" IN_ROOTFS=1
+	$(if $(KSRC),--bind "$(KSRC)") -- $(MAKE) -C "$(CURDIR)" IN_ROOTFS=1 \
+	KDIR="$(realpath $(KDIR))" CACHE="$(realpath $(CACHE))"
 
 .PHONY: all modules guest tools plugin man clean deps deps-build check demo bench help sparse \
 	install install-modules install-guest install-bridge uninstall uninstall-guest \
@@ -67,7 +69,12 @@ in_rootfs = mkdir -p "$(CACHE)" && scripts/rootfs.sh run --bind "$(CURDIR)" --bi
 all: modules tools
 
 ifneq ($(NEED_ROOTFS),)
-modules guest sparse:
+# The vhost source is found and its version checked here, where the machine's
+# package records are; the rootfs build gets the checked copy as KSRC.
+modules sparse:
+	@echo "$(KCC) (the compiler of $(KDIR)) is not here: building in the Debian 13 rootfs" >&2
+	@$(vhost_src); $(in_rootfs) $@ KSRC="$$vsrc"
+guest:
 	@echo "$(KCC) (the compiler of $(KDIR)) is not here: building in the Debian 13 rootfs" >&2
 	@$(in_rootfs) $@
 else

@@ -4,6 +4,11 @@
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
 
+# The Debian 13 rootfs of scripts/rootfs.sh (builds for a kernel whose compiler
+# this machine lacks), exported: the private trees builds run in
+# (build/k/REL/tree) would otherwise make one of their own.
+export ROOTFS_DIR=${ROOTFS_DIR:-$BUILD/rootfs/trixie}
+
 # The test kernels, unpacked by make deps (scripts/deps.sh test), never installed.
 KERNELS_DIR=${TEST_KERNELS_DIR:-$BUILD/kernels}
 
@@ -84,7 +89,7 @@ kernel_srctar() { # REL: its linux-source-X.Y tarball
 # (VHOST_BLK_FAULT_INJECTION=y: vhost_blk's debugfs fault_drop_flush).
 build_modules() {
 	local rel=$1 tree=$BUILD/k/$1/tree kdir
-	kdir=$(kernel_kdir "$rel")
+	kdir=$(realpath "$(kernel_kdir "$rel")")	# a rootfs build sees real paths only
 	mkdir -p "$tree"
 	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' \
 		--exclude '*.mod*' --exclude modules.order --exclude Module.symvers \
@@ -93,8 +98,26 @@ build_modules() {
 	make -s -C "$tree" KDIR="$kdir" CACHE="$BUILD/cache" \
 		VHOST_BLK_FAULT_INJECTION=y modules >&2 || return 1
 	rsync -a "$TOP/selftests/harness/warn_on/" "$BUILD/k/$rel/warn_on/" &&
-		make -s -C "$kdir" M="$BUILD/k/$rel/warn_on" modules >&2 || return 1
+		kernel_make "$kdir" -s -C "$kdir" M="$BUILD/k/$rel/warn_on" modules >&2 || return 1
 	echo "$tree"
+}
+
+# kernel_make KDIR MAKE-ARGS...: make for kernel KDIR, in the Debian 13 rootfs
+# (scripts/rootfs.sh) when the compiler its headers name is not on this machine,
+# as the top-level Makefile does for the modules.
+kernel_make() {
+	local kdir=$1 kcc a binds=(); shift
+	kcc=$(sed -n 's/^#define LINUX_COMPILER[[:space:]]*"\([^ ]*\).*/\1/p' \
+		"$kdir/include/generated/compile.h" 2>/dev/null)
+	if [ -z "$kcc" ] || command -v "$kcc" >/dev/null; then
+		make "$@"
+		return
+	fi
+	for a in "$@"; do
+		case $a in M=*) binds+=(--bind "${a#M=}") ;; esac
+	done
+	"$TOP/scripts/rootfs.sh" run "${binds[@]}" --bind "$(dirname "$(realpath "$kdir")")" \
+		--bind "$(dirname "$(realpath "$kdir/scripts")")" -- make "$@"
 }
 
 # A hash of files and directories, to know when a cached image is stale.

@@ -367,10 +367,10 @@ for k in "${kernels[@]}"; do
 	fi
 
 	if scripts/dkms-test.sh "$rel" "$out/dkms-$rel" >"$out/dkms-$rel.log" 2>&1; then
-		result ok "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions"
+		result ok "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions; kernels outside 6.1/6.12/7.3 and a linux-source of another version refused"
 		vmfiles+=(--file "$out/dkms-$rel:/root/dkms")
 	else
-		result "not ok" "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions"
+		result "not ok" "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions; kernels outside 6.1/6.12/7.3 and a linux-source of another version refused"
 		tail -n 20 "$out/dkms-$rel.log" | sed 's/^/#   /'
 	fi
 

@@ -5,12 +5,16 @@
 #   host:  vhost-blk (dkms.conf): both modules; needs the kernel's vhost source
 #   guest: virtio-blk-bio (dkms-guest.conf): the guest driver alone, from the
 #          kernel headers; the copy holds no vhost_blk/ and no vhost lookup
+# Both carry scripts/rootfs.sh: a kernel whose compiler the machine lacks (7.3:
+# gcc-14) is built in the Debian 13 rootfs, kept where dkms.conf says.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 kind=${1:-} srctree=${2:-/usr/src}
 case $kind in
-host) conf=dkms.conf files=(Makefile Kbuild include vhost_blk virtio_blk_bio scripts/find-vhost-src.sh) ;;
-guest) conf=dkms-guest.conf files=(Makefile Kbuild include/kcompat.h virtio_blk_bio) ;;
+host) conf=dkms.conf files=(Makefile Kbuild include vhost_blk virtio_blk_bio scripts/find-vhost-src.sh
+		scripts/rootfs.sh scripts/lib.sh) ;;
+guest) conf=dkms-guest.conf files=(Makefile Kbuild include/kcompat.h virtio_blk_bio scripts/rootfs.sh
+		scripts/lib.sh) ;;
 *) echo "usage: dkms-src.sh host|guest [SRCTREE]" >&2; exit 2 ;;
 esac
 name=$(sed -n 's/^PACKAGE_NAME="\(.*\)"/\1/p' "$top/$conf")

@@ -185,7 +185,8 @@ deps:
 deps-build:
 	scripts/deps.sh build $(if $(filter command line,$(origin KDIR)),"$(KDIR)")
 
-# KERNELS="6.1 6.12" (default both) or KERNELS=6.1; SLOW=1 adds the slow tests
+# KERNELS="6.1 6.12" (default both) or KERNELS=6.1, or with 7.3 (opt-in, after
+# make deps KERNELS="6.1 6.12 7.3"): KERNELS="6.1 6.12 7.3"; SLOW=1 adds the slow tests
 check:
 	SLOW="$(SLOW)" scripts/check.sh $(KERNELS)
 

@@ -7,7 +7,8 @@
 # the last kernel, the cost-counting TCG plugin and the guest driver under a
 # backend stalled for 60 s (selftests/virtio_blk_bio/stall-test.sh; every
 # kernel with SLOW=1). Then for each test
-# kernel (default: 6.1 6.12, unpacked in build/kernels by make deps): checkpatch
+# kernel (default: 6.1 6.12, unpacked in build/kernels by make deps; 7.3 when
+# asked for: make deps KERNELS="6.1 6.12 7.3", make check KERNELS="6.1 6.12 7.3"): checkpatch
 # on every kernel C file and header, a warning-free module build, a sparse build,
 # the VM harness self-tests, the guest driver in a VM of its own
 # (selftests/virtio_blk_bio/vm-test.sh, no L3), make install staged, both DKMS
@@ -338,7 +339,12 @@ for k in "${kernels[@]}"; do
 			desc="[$k] sparse (C=2) on both modules, no warnings"
 			build_quiet "$rel" "$BUILD/k/$rel/sparse" C=2 >"$log" 2>&1
 		fi
-		if [ $? = 0 ] && no_warnings "$log" >/dev/null; then
+		rc=$?
+		if [ $rc = 0 ] && grep -q 'sparse is not available' "$log"; then
+			# kbuild says so and goes on without it: a kernel built in
+			# the Debian 13 rootfs (7.3), which has no sparse.
+			result ok "$desc # SKIP no sparse where this kernel's modules build"
+		elif [ $rc = 0 ] && no_warnings "$log" >/dev/null; then
 			result ok "$desc"
 		else
 			result "not ok" "$desc"

@@ -3,7 +3,7 @@
 # vm.sh: run a script as root in a test VM (L2) booted on a test kernel (one
 # unpacked by make deps in build/kernels, see scripts/deps.sh).
 #
-# usage: scripts/vm.sh [--kernel 6.1|6.12|REL] [--timeout SEC] [--stall SEC] [--mem 4G] [--smp 2]
+# usage: scripts/vm.sh [--kernel 6.1|6.12|7.3|REL] [--timeout SEC] [--stall SEC] [--mem 4G] [--smp 2]
 #                      [--name NAME] [--file SRC[:DST]]... [--bin NAME|PATH]...
 #                      [--qemu-arg ARG]... [--accel kvm|tcg] [--plugin SO[,ARGS]]
 #                      [--print-accel] SCRIPT [ARGS...]
@@ -24,6 +24,10 @@
 #   l3run [-t SEC] [-s SEC] [-m MEM] [-c CPUS] [-d] SCRIPT [QEMU_ARGS...]
 # which boots an L3 guest (nested KVM, same kernel) running SCRIPT (-d: with
 # QEMU's default devices).
+#
+# A kernel whose compiler this machine lacks (7.3: gcc-14) has its modules built
+# in the Debian 13 rootfs (scripts/rootfs.sh); Debian's 7.x layout (the image at
+# lib/modules/REL/vmlinuz, .ko.xz, depmod run by deps) is taken as it is.
 #
 # It builds from the checkout it lives in, into that checkout's build/. Several
 # people editing one checkout: run it from a private copy (rsync -a --exclude build).

@@ -208,6 +208,14 @@ static inline void vhost_blk_bio_write_hint(struct bio *bio,
 #include <linux/virtio_config.h>
 
 /*
+ * 6.17 added WQ_PERCPU, and 7.x warns about a workqueue that names neither
+ * it nor WQ_UNBOUND; before, per-CPU was what no flag meant.
+ */
+#if KCOMPAT_BEFORE(6, 17)
+#define WQ_PERCPU	0
+#endif
+
+/*
  * 6.14 mapped CPUs to hardware queues by the bus's interrupt affinity for
  * every bus, blk_mq_map_hw_queues(), and removed the per-bus helpers, among
  * them <linux/blk-mq-virtio.h>.  Only a virtio device reaches this one.

@@ -1047,7 +1047,7 @@ static int __init vbb_init(void)
 	int err;
 
 	/* the bio path's watchdog fails I/O: it must run under memory pressure */
-	vbb_wq = alloc_workqueue("virtio_blk_bio", WQ_MEM_RECLAIM, 0);
+	vbb_wq = alloc_workqueue("virtio_blk_bio", WQ_MEM_RECLAIM | WQ_PERCPU, 0);
 	if (!vbb_wq)
 		return -ENOMEM;
 	err = vbb_bio_cache_init();

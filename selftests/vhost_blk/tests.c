@@ -1427,9 +1427,12 @@ static bool burst_reads(struct vbt_vq *vq, struct vbt_mem *m,
  * the ring holding less than expected and not grown, the short burst is
  * taken.
  * 40 rounds of 8 reads and then 1; the single read's wait ends long before
- * the bound of 2 ms, unless the test is descheduled for that long. Without
- * the rule every single read's wait runs to the bound (40 of 40); with it
- * 0-11 did here, the most under a loaded TCG host: at most half may.
+ * the bound, unless the queue's looks come late.  Without the rule every
+ * single read's wait runs to the bound (40 of 40); with it 0-11 did here
+ * with a bound of 2 ms, but 22-46 of 80 waits in some runs on an L2 under
+ * TCG (6.1 and 7.3), whose timers and wake-ups can be that late: the
+ * bound is the largest a device takes, 10 ms, so the looks' lateness does
+ * not decide.  At most half may run to it.
  */
 static void t_batching_short(struct vbt_mem *m)
 {
@@ -1441,7 +1444,7 @@ static void t_batching_short(struct vbt_mem *m)
 	struct vbt_dev d;
 	bool ok = true;
 
-	if (!batching_open(&d, m, what, 8, 2000))
+	if (!batching_open(&d, m, what, 8, VHOST_BLK_BATCH_DELAY_MAX))
 		return;
 	w0 = vbt_stat_total("batch_waits");
 	t0 = vbt_stat_total("batch_timeouts");

@@ -1563,6 +1563,17 @@ static int refuse(struct session *s, struct vu_msg *m)
 	return -ENOTSUP;
 }
 
+/*
+ * RESET_OWNER, RESET_DEVICE: a fresh device instance; what belongs to the
+ * connection (guest memory, the back-end channel) stays.
+ */
+static int session_reset(struct session *s)
+{
+	session_close_device(s, true);
+	s->status = 0;
+	return session_open_device(s) ? VU_FATAL : 0;
+}
+
 static int dispatch(struct session *s, struct vu_msg *m)
 {
 	uint32_t req = m->hdr.request;
@@ -1600,23 +1611,16 @@ static int dispatch(struct session *s, struct vu_msg *m)
 	case VU_RESET_OWNER:
 		if (!size_is(m, 0, 0))
 			return VU_FATAL;
-		/*
-		 * Back to a fresh device, as after connect; the back-end
-		 * channel is the connection's, not the device's, and stays.
-		 */
-		session_close_device(s, true);
+		/* Back to a fresh device, as after connect. */
 		s->owner = false;
-		s->status = 0;
-		return session_open_device(s) ? VU_FATAL : 0;
+		return session_reset(s);
 	case VU_RESET_DEVICE:
 		if (!no_payload(m))
 			return VU_FATAL;
 		if (!(s->protocol_features & (1ULL << VU_PF_RESET_DEVICE)))
 			return refuse(s, m);
 		/* As RESET_OWNER, but the front-end stays the owner. */
-		session_close_device(s, true);
-		s->status = 0;
-		return session_open_device(s) ? VU_FATAL : 0;
+		return session_reset(s);
 	case VU_SET_STATUS:
 		if (!size_is(m, 8, 0))
 			return VU_FATAL;

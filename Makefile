@@ -62,7 +62,7 @@ in_rootfs = mkdir -p "$(CACHE)" && scripts/rootfs.sh run --bind "$(CURDIR)" --bi
 	$(if $(KSRC),--bind "$(KSRC)") -- $(MAKE) -C "$(CURDIR)" IN_ROOTFS=1 \
 	KDIR="$(realpath $(KDIR))" CACHE="$(realpath $(CACHE))"
 
-.PHONY: all modules guest tools plugin man clean deps deps-build check demo bench help sparse \
+.PHONY: all modules guest tools plugin man clean deps deps-build check demo bench flake-rate help sparse \
 	install install-modules install-guest install-bridge uninstall uninstall-guest \
 	dkms-add dkms-add-guest
 
@@ -199,6 +199,11 @@ demo:
 bench:
 	KERNELS="$(or $(KERNELS),6.12)" QUICK="$(QUICK)" scripts/bench.sh
 
+# MINUTES=30 KERNEL=6.12, FLAKE_OPTS="--cpu MODEL --kvm-amd PARAMS ...": how often
+# nested KVM kills or wedges an L2 here (scripts/flake-rate.sh --help)
+flake-rate:
+	scripts/flake-rate.sh --minutes "$(or $(MINUTES),30)" --kernel "$(or $(KERNEL),6.12)" $(FLAKE_OPTS)
+
 help:
 	@echo 'Targets:'
 	@echo '  all (default)   both modules for KDIR (default: running kernel) + tools'
@@ -234,6 +239,8 @@ help:
 	@echo '                  PROFILE=1 (by function: profile.md);'
 	@echo '                  RESUME=results/DIR goes on with a run that stopped:'
 	@echo '                  Documentation/benchmarks.rst'
+	@echo '  flake-rate      L2 deaths and wedges per L3-hour under nested L3 load (not a test);'
+	@echo '                  MINUTES= (30), KERNEL= (6.12), FLAKE_OPTS= (scripts/flake-rate.sh --help)'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'
 	@echo '           PREFIX=/usr/local DESTDIR= TEST_KERNELS_DIR= (default build/kernels)'

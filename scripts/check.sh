@@ -174,76 +174,28 @@ harness_selftests() { # kernel rel
 		result "not ok" "[$k] harness: an L2 CPU that runs no task while an L3 QEMU runs stops that L2 at once"
 }
 
-# run_l2 REL FROM NAME LOG: one L2 boot running the in-VM tests (from test FROM on).
-# An L2 wedged in nested KVM is stopped at once (else it sits until its VM
-# timeout: 3600 s, or less near CHECK_LIMIT) and NAME.wedged says why: its
-# console shows a soft lockup in an L3 guest's QEMU (a CPU stuck in L3, the
-# other waiting on it), or a vCPU lost in L3 (l2_cpu_lost_in_l3, or
-# run-tests.sh's "@@CPULOST N SECS@@" on ttyS2: a CPU ran no task), or its
-# heartbeat (run-tests.sh, every 30 s on ttyS2 = l3-console.log) stopped for
-# 300 s with not one new kernel line either (L1's QEMU livelocked: seen in
-# make bench).
+# run_l2 REL FROM NAME LOG: one L2 boot running the in-VM tests (from test FROM
+# on), watched by l2_watch (scripts/lib.sh): an L2 wedged in nested KVM is
+# stopped at once (else it sits until its VM timeout: 3600 s, or less near
+# CHECK_LIMIT) and NAME.wedged says why.
 run_l2() {
-	local con=$BUILD/vm/$3/console.log hb=$BUILD/vm/$3/l3-console.log vpid now tmo lost
+	local vpid tmo
 	printf 'export SLOW=%s FROM=%s %s\nexec /src/selftests/lib/run-tests.sh %s\n' \
 		"${SLOW:-0}" "$2" "${RUN_L2_ENV:-}" "${RUN_L2_TESTS:-}" >"$out/run-l2.sh"
-	rm -f "$con" "$hb" "$out/$3.wedged"
+	rm -f "$BUILD/vm/$3/console.log" "$BUILD/vm/$3/l3-console.log"
 	tmo=$((CHECK_LIMIT - kernels_left * KERNEL_RESERVE - SECONDS))
 	[ $tmo -le 3600 ] || tmo=3600
 	[ $tmo -ge 600 ] || tmo=600
 	scripts/vm.sh --kernel "$1" --name "$3" --timeout $tmo "${vmfiles[@]}" \
 		"$out/run-l2.sh" >"$4" 2>&1 &
 	vpid=$!
-	while kill -0 $vpid 2>/dev/null; do
-		if grep -Eq "soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \\[($L3_QEMU_COMM)" "$con" 2>/dev/null; then
-			echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped" >"$out/$3.wedged"
-			kill_vm "$3"
-			break
-		fi
-		if l2_cpu_lost_in_l3 "$con"; then
-			echo "L2 wedged in nested KVM (a vCPU never came back from the L3 guest: khugepaged blocked, or a cross-CPU call spinning) and was stopped" >"$out/$3.wedged"
-			kill_vm "$3"
-			break
-		fi
-		lost=$(sed -n 's/^@@CPULOST \([0-9]*\) \([0-9]*\)@@.*/CPU \1 ran no task for \2 s/p' "$hb" 2>/dev/null | head -n 1)
-		if [ -n "$lost" ]; then
-			echo "L2 wedged in nested KVM (its $lost while an L3 guest's QEMU ran) and was stopped" >"$out/$3.wedged"
-			kill_vm "$3"
-			break
-		fi
-		now=$(date +%s)
-		if grep -q '^@@ALIVE ' "$hb" 2>/dev/null &&
-		   [ $((now - $(stat -c %Y "$hb"))) -ge 300 ] && [ $((now - $(stat -c %Y "$con"))) -ge 300 ]; then
-			echo "L2 froze in nested KVM (no heartbeat, no kernel line for 300 s) and was stopped" >"$out/$3.wedged"
-			kill_vm "$3"
-			break
-		fi
-		sleep 5
-	done
+	l2_watch "$3" $vpid "$out/$3.wedged"
 	wait $vpid
-}
-
-# silent_l2_reset NAME RC LOG: the L2 run NAME ended with no status (vmrun's
-# 125), vmrun found no bad line in its kernel log, and an L3 guest was running
-# (l3run's last marker in that log is a start): L2 itself reset in nested KVM.
-silent_l2_reset() {
-	[ "$2" = 125 ] || return 1
-	grep -q '^vmrun: kernel log reports a problem' "$3" && return 1
-	grep -o 'l3run: L3 guest #[0-9]* [a-z]*' "$BUILD/vm/$1/console.log" |
-		tail -n 1 | grep -q 'starting$'
 }
 
 # l2_died NAME RC LOG: why the L2 run NAME ended in nested KVM, if it did.
 l2_died() {
-	if nested_kvm_panic "$BUILD/vm/$1/console.log"; then
-		echo "the L2 kernel panicked inside nested KVM (qemu-system-x86)"
-	elif [ -e "$out/$1.wedged" ]; then
-		cat "$out/$1.wedged"
-	elif silent_l2_reset "$1" "$2" "$3"; then
-		echo "L2 reset itself with no kernel message while an L3 guest ran"
-	else
-		return 1
-	fi
+	l2_death "$1" "$2" "$3" "$out/$1.wedged"
 }
 
 # report_l2 K LOG CUT: the results of an L2 run; from test CUT on (it was

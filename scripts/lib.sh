@@ -171,6 +171,70 @@ l2_cpu_lost_in_l3() {
 	END { exit !lost }' "$1" 2>/dev/null
 }
 
+# l2_watch NAME VPID WEDGED: watch the L2 VM NAME (scripts/vm.sh --name NAME,
+# running in the background as VPID) until it ends. An L2 wedged in nested KVM
+# is stopped at once and the file WEDGED says why: its console shows a soft
+# lockup in an L3 guest's QEMU (a CPU stuck in L3, the other waiting on it), or
+# a vCPU lost in L3 (l2_cpu_lost_in_l3, or run-tests.sh's "@@CPULOST N SECS@@"
+# on ttyS2: a CPU ran no task), or its heartbeat (run-tests.sh, every 30 s on
+# ttyS2 = l3-console.log) stopped for 300 s with not one new kernel line
+# either (L1's QEMU livelocked). Used by make check and make flake-rate.
+l2_watch() {
+	local con=$BUILD/vm/$1/console.log hb=$BUILD/vm/$1/l3-console.log now lost
+	rm -f "$3"
+	while kill -0 "$2" 2>/dev/null; do
+		if grep -Eq "soft lockup - CPU#[0-9]+ stuck for [0-9]+s! \\[($L3_QEMU_COMM)" "$con" 2>/dev/null; then
+			echo "L2 wedged in nested KVM (soft lockup in qemu-system-x86) and was stopped" >"$3"
+			kill_vm "$1"
+			break
+		fi
+		if l2_cpu_lost_in_l3 "$con"; then
+			echo "L2 wedged in nested KVM (a vCPU never came back from the L3 guest: khugepaged blocked, or a cross-CPU call spinning) and was stopped" >"$3"
+			kill_vm "$1"
+			break
+		fi
+		lost=$(sed -n 's/^@@CPULOST \([0-9]*\) \([0-9]*\)@@.*/CPU \1 ran no task for \2 s/p' "$hb" 2>/dev/null | head -n 1)
+		if [ -n "$lost" ]; then
+			echo "L2 wedged in nested KVM (its $lost while an L3 guest's QEMU ran) and was stopped" >"$3"
+			kill_vm "$1"
+			break
+		fi
+		now=$(date +%s)
+		if grep -q '^@@ALIVE ' "$hb" 2>/dev/null &&
+		   [ $((now - $(stat -c %Y "$hb"))) -ge 300 ] && [ $((now - $(stat -c %Y "$con"))) -ge 300 ]; then
+			echo "L2 froze in nested KVM (no heartbeat, no kernel line for 300 s) and was stopped" >"$3"
+			kill_vm "$1"
+			break
+		fi
+		sleep 5
+	done
+}
+
+# silent_l2_reset NAME RC LOG: the L2 run NAME ended with no status (vmrun's
+# 125), vmrun found no bad line in its kernel log (LOG: vm.sh's output), and
+# an L3 guest was running (l3run's last marker in that log is a start): L2
+# itself reset in nested KVM.
+silent_l2_reset() {
+	[ "$2" = 125 ] || return 1
+	grep -q '^vmrun: kernel log reports a problem' "$3" && return 1
+	grep -o 'l3run: L3 guest #[0-9]* [a-z]*' "$BUILD/vm/$1/console.log" |
+		tail -n 1 | grep -q 'starting$'
+}
+
+# l2_death NAME RC LOG WEDGED: why the L2 run NAME (vm.sh status RC, output
+# LOG, l2_watch's file WEDGED) ended in nested KVM, if it did; fails if not.
+l2_death() {
+	if nested_kvm_panic "$BUILD/vm/$1/console.log"; then
+		echo "the L2 kernel panicked inside nested KVM (qemu-system-x86)"
+	elif [ -e "$4" ]; then
+		cat "$4"
+	elif silent_l2_reset "$1" "$2" "$3"; then
+		echo "L2 reset itself with no kernel message while an L3 guest ran"
+	else
+		return 1
+	fi
+}
+
 # The binaries and modules of a guest (L3) image, and the image itself:
 # make_l3_image REL ROOT OUT KO... [-- MKINITRAMFS_ARGS...]: virtio_blk_bio and
 # the other given modules, fio and the filesystem tools, /src/selftests,

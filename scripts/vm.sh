@@ -6,7 +6,7 @@
 # usage: scripts/vm.sh [--kernel 6.1|6.12|7.3|REL] [--timeout SEC] [--stall SEC] [--mem 4G] [--smp 2]
 #                      [--name NAME] [--file SRC[:DST]]... [--bin NAME|PATH]...
 #                      [--qemu-arg ARG]... [--accel kvm|tcg] [--plugin SO[,ARGS]]
-#                      [--print-accel] SCRIPT [ARGS...]
+#                      [--cpu MODEL] [--tcg-thread multi|single] [--print-accel] SCRIPT [ARGS...]
 #
 # Builds both modules for the kernel and the userspace tools, assembles the L2 image
 # (cached under build/img/REL) and boots it: KVM when a short canary boot proves KVM
@@ -16,7 +16,8 @@
 # fail the run (exit 126). Logs: build/vm/NAME/{console.log,output.log,l3-console.log}.
 # --plugin loads a TCG plugin into the L2 QEMU when it runs on TCG (make bench's
 # cost counts, tools/cost-plugin); --stall SEC kills a VM whose heartbeat has
-# stopped for SEC seconds (scripts/vm/vmrun); --print-accel builds the images, prints the
+# stopped for SEC seconds (scripts/vm/vmrun); --cpu and --tcg-thread replace
+# the L2 QEMU's CPU model and TCG threading (make flake-rate); --print-accel builds the images, prints the
 # accelerator a VM would get (kvm or tcg) and exits.
 #
 # Inside L2: the project's modules in /lib/modules/REL/extra (modprobe vhost_blk,
@@ -35,7 +36,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 kernel=6.1 timeout=600 stall=0 mem=4G smp=2 name= accel= plugin= print_accel=0
-files=() bins=() qargs=()
+files=() bins=() qargs=() cpuargs=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=$2; shift 2 ;;
@@ -50,6 +51,8 @@ while [ $# -gt 0 ]; do
 	--accel) accel=$2; shift 2 ;;
 	--plugin) plugin=$2; shift 2 ;;
 	--print-accel) print_accel=1; shift ;;
+	--cpu) cpuargs+=(--cpu "$2"); shift 2 ;;
+	--tcg-thread) cpuargs+=(--tcg-thread "$2"); shift 2 ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "vm.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -191,5 +194,6 @@ fi
 
 : >"$vmdir/l3-console.log"
 exec "$vmtools/vmrun" --accel "$accel" --timeout "$timeout" --stall "$stall" --mem "$mem" --smp "$smp" \
+	${cpuargs[@]+"${cpuargs[@]}"} \
 	--kernel "$kimage" --initrd "$img" --dir "$vmdir" \
 	"$script" "$@" -- -serial "file:$vmdir/l3-console.log" "${qargs[@]}"

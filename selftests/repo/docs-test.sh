@@ -106,8 +106,9 @@ dfiles=$(cat vhost_blk/*.c | tr -d '\n' | grep -oE 'debugfs_create_(file|bool|u8
 ddoc=$(grep -ohE '/sys/kernel/debug/vhost-blk/[^ `,;)]*' Documentation/*.rst README.md | sed 's|/$||; s|.*/||' | sort -u)
 dfault=$(grep -oE '``fault_[a-z_]+``' $vdoc | tr -d '`' | sort -u)
 check "vhost_blk: every debugfs file is described in $vdoc" "$(missing "$dfiles" "$ddoc $dfault")"
+# (a per-device directory is named by a number: <id> in the reference)
 check "vhost_blk: every debugfs file the documents name exists" \
-	"$(missing "$(printf '%s\n' $ddoc $dfault | grep -v '^<id>$')" "$dfiles")"
+	"$(missing "$(printf '%s\n' $ddoc $dfault | grep -Ev '^(<id>|[0-9]+)$')" "$dfiles")"
 # the stats file's lines: the literal keys, and <type>_reqs/_bytes, queue<N>_reqs
 keys=$(sed -n 's/.*seq_printf(m, "\([a-z_<>%]*\) %.*/\1/p' vhost_blk/stats.c |
 	sed 's/^%s_/<type>_/; s/^queue%d_/queue<N>_/' | sort -u)

@@ -7,6 +7,9 @@
 #  - bridge options: the long-options table of tools/vhost-blk-bridge/main.c,
 #    its short options, --help and the OPTIONS of vhost-blk-bridge(8) name the
 #    same options (and the same short letter for each);
+#  - vhost-user: the protocol features the bridge offers and the requests it
+#    serves are those vhost-blk-bridge.rst lists, and every request it knows
+#    is listed as supported or refused;
 #  - module parameters: every module_param* of vhost_blk/*.c and
 #    virtio_blk_bio/*.c is described in its module's document, and every
 #    parameter the documents name (modinfo lines, /sys/module/.../parameters/,
@@ -74,6 +77,25 @@ if make -s --no-print-directory "$bridge" >/dev/null 2>&1 && [ -x "$bridge" ]; t
 else
 	echo "ok - docs: bridge: --help names exactly the table's options # SKIP the bridge does not build here (make deps-build)"
 fi
+
+# vhost-user: the protocol features the bridge offers and the requests it
+# serves, against vhost-blk-bridge.rst's "Features", "Supported messages" and
+# "Refused messages"; every request it knows is in one of the two lists.
+vu=tools/vhost-blk-bridge/vhost_user.c
+brst=Documentation/vhost-blk-bridge.rst
+pf=$(sed -n '/^#define VU_PROTOCOL_FEATURES/,/))$/p' $vu | grep -oE 'VU_PF_[A-Z_]+' | sed 's/^VU_PF_//' | sort -u)
+pfdoc=$(section $brst Features | sed -n 's/^``\([A-Z_]*\)`` (bit [0-9]*)$/\1/p' | sort -u)
+check "bridge: the $(wc -w <<<"$pf") protocol features offered are those vhost-blk-bridge.rst lists" \
+	"$(missing "$pf" "$pfdoc") $(missing "$pfdoc" "$pf")"
+served=$(sed -n '/^static int dispatch(/,/^}/p' $vu | sed -n 's/^[[:space:]]*case VU_\([A-Z_]*\):.*/\1/p' | sort -u)
+known=$(sed -n '/req_names\[VU_REQ_MAX\] = {/,/^};/p' $vu | sed -n 's/.*\[VU_\([A-Z_]*\)\] = ".*/\1/p' | sort -u)
+supdoc=$(section $brst "Supported messages" | grep -E '^``[A-Z]' | grep -oE '``[A-Z_]+``' | tr -d '`' | sort -u)
+refdoc=$(section $brst "Refused messages" | sed -n '1,/^$/p;/^Requests/,/^$/p' | grep -oE '``[A-Z_]+``' | tr -d '`' | sort -u)
+check "bridge: every request served is in Supported messages, and every one there is served" \
+	"$(missing "$served" "$supdoc") $(missing "$supdoc" "$served")"
+check "bridge: no request in Refused messages is served" "$(comm -12 <(words "$refdoc") <(words "$served"))"
+check "bridge: every request the bridge knows ($(wc -w <<<"$known")) is in Supported or Refused messages" \
+	"$(missing "$known" "$supdoc $refdoc")"
 
 # ---- module parameters: the module's directory, its document, its name
 params() { # dir: the parameters module_param* declares there

@@ -14,6 +14,8 @@
 #    virtio_blk_bio/*.c is described in its module's document, and every
 #    parameter the documents name (modinfo lines, /sys/module/.../parameters/,
 #    "module.param", "modprobe module param=") exists;
+#  - vhost_blk's ioctls and tracepoints are described, and every VHOST_BLK_*
+#    name the documents use exists;
 #  - sysfs and debugfs: every file vhost_blk creates in debugfs, every line
 #    of its stats file and every attribute virtio_blk_bio adds to a disk is
 #    described, and every such file the documents name exists.
@@ -137,6 +139,18 @@ keys=$(sed -n 's/.*seq_printf(m, "\([a-z_<>%]*\) %.*/\1/p' vhost_blk/stats.c |
 sdoc=$(section $vdoc "Statistics in debugfs" | grep -oE '^``[a-z_<>N]+``(, ``[a-z_<>N]+``)*$' | grep -oE '[a-z_<>N]+' | sort -u)
 check "vhost_blk: every line of <id>/stats is described" "$(missing "$keys" "$sdoc")"
 check "vhost_blk: every stats line described is printed" "$(missing "$sdoc" "$keys")"
+
+# ---- the uapi and the tracepoints (vhost_blk)
+ioctls=$(sed -n 's/^#define \(VHOST_BLK_[A-Z0-9_]*\)[[:space:]]*_IO.*/\1/p' include/uapi/linux/vhost_blk.h | sort -u)
+check "vhost_blk: its $(wc -w <<<"$ioctls") ioctls are described in $vdoc" \
+	"$(for n in $ioctls; do grep -qw "$n" $vdoc || echo "$n"; done)"
+check "every VHOST_BLK_* name the documents use is in the code" \
+	"$(for n in $(grep -ohE 'VHOST_BLK_[A-Z0-9_]+' Documentation/*.rst README.md | sort -u); do
+		grep -rqw "$n" include vhost_blk tools selftests/vhost_blk Makefile Kbuild || echo "$n"; done)"
+events=$(sed -n 's/^TRACE_EVENT(\([a-z_]*\),.*/\1/p' vhost_blk/trace.h | sort -u)
+edoc=$(section $vdoc Tracepoints | grep -oE '``vhost_blk:[a-z_]+``' | sed 's/``vhost_blk://; s/``//' | sort -u)
+check "vhost_blk: its $(wc -w <<<"$events") tracepoints are those $vdoc describes" \
+	"$(missing "$events" "$edoc") $(missing "$edoc" "$events")"
 
 # ---- sysfs (virtio_blk_bio's disk attributes)
 gdoc=Documentation/virtio-blk-bio.rst

@@ -50,4 +50,32 @@ ours+='[  228.771074] CPU: 1 PID: 901 Comm: vhost-777 Tainted: G           OE\n'
 ours+='[  228.771074] Kernel panic - not syncing: Fatal exception\n'
 case_is nested_kvm_panic "a panic in the L3 guest's QEMU" yes "$start$panic"
 case_is nested_kvm_panic "a panic in a vhost worker" no "$start$ours"
+# l2_death NAME RC LOG WEDGED: the reason make check and make flake-rate give
+# for an L2 that ended, from its console, vm.sh's status and output, and
+# l2_watch's file.
+BUILD=$work/build
+mkdir -p "$BUILD/vm/t"
+death_is() { # DESC WANT(reason text|no) RC CONSOLE LOG [WEDGED-TEXT]
+	local got
+	printf '%b' "$4" >"$BUILD/vm/t/console.log"
+	printf '%b' "$5" >"$work/l2.log"
+	rm -f "$work/wedged"
+	[ -n "${6:-}" ] && echo "$6" >"$work/wedged"
+	got=$(l2_death t "$3" "$work/l2.log" "$work/wedged") || got=no
+	if [ "$got" = "$2" ]; then
+		echo "ok - l2_death: $1"
+	else
+		echo "not ok - l2_death: $1: got '$got', want '$2'"
+		fail=1
+	fi
+}
+reset='L2 reset itself with no kernel message while an L3 guest ran'
+death_is "a panic in the L3 guest's QEMU" \
+	"the L2 kernel panicked inside nested KVM (qemu-system-x86)" 125 "$start$panic" ""
+death_is "a wedge l2_watch stopped" "L2 froze in nested KVM" 137 "$start" "" "L2 froze in nested KVM"
+death_is "no status while an L3 guest ran" "$reset" 125 "$start" ""
+death_is "no status after the L3 guest ended" no 125 "$start$ended" ""
+death_is "no status with a bad kernel line" no 125 "$start" "vmrun: kernel log reports a problem\n"
+death_is "a failed test, L2 alive" no 1 "$start$ended" ""
+death_is "a panic in a vhost worker" no 125 "$start$ours" "vmrun: kernel log reports a problem\n"
 exit $fail

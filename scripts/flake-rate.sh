@@ -5,7 +5,8 @@
 #
 # usage: scripts/flake-rate.sh [--minutes N] [--kernel 6.1|6.12|7.3|REL] [--label NAME]
 #            [--rows "virtio-blk vhost-blk"] [--l3-cpus N] [--cpu MODEL]
-#            [--tcg-thread multi|single] [--kvm PARAMS] [--kvm-amd PARAMS] [--thp MODE]
+#            [--tcg-thread multi|single] [--l1-qemu trixie-backports]
+#            [--kvm PARAMS] [--kvm-amd PARAMS] [--thp MODE]
 #
 # For N minutes (default 30) L2s boot one after another; each starts L3 guests
 # back to back (selftests/flake/l2-load.sh: 30 s of 4k random fio per guest,
@@ -23,7 +24,10 @@
 # (summary.txt, each L2's console and output).
 #
 # The options change one thing at a time: --cpu and --tcg-thread the L1 QEMU
-# that runs L2 (scripts/vm.sh), --kvm/--kvm-amd the module parameters L2
+# that runs L2 (scripts/vm.sh), --l1-qemu trixie-backports that QEMU itself:
+# Debian 13's backported one (11.1 today), installed with mmdebstrap into
+# build/rootfs/qemu-l1 from the machine's own apt sources and run there under
+# that release's dynamic loader (nothing on the machine changes), --kvm/--kvm-amd the module parameters L2
 # reloads kvm/kvm_amd with, --thp L2's transparent_hugepage mode, --l3-cpus
 # the L3 guests' vCPUs. Not a test: it never fails on a death, it counts them.
 set -uo pipefail
@@ -31,7 +35,7 @@ set -uo pipefail
 cd "$TOP"
 
 minutes=30 kernel=6.12 label=base rows="virtio-blk vhost-blk" l3c=2 kvm= kvm_amd= thp=
-vmargs=()
+vmargs=() l1=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--minutes) minutes=$2; shift 2 ;;
@@ -41,6 +45,7 @@ while [ $# -gt 0 ]; do
 	--l3-cpus) l3c=$2; shift 2 ;;
 	--cpu) vmargs+=(--cpu "$2"); shift 2 ;;
 	--tcg-thread) vmargs+=(--tcg-thread "$2"); shift 2 ;;
+	--l1-qemu) l1=$2; shift 2 ;;
 	--kvm) kvm=$2; shift 2 ;;
 	--kvm-amd) kvm_amd=$2; shift 2 ;;
 	--thp) thp=$2; shift 2 ;;
@@ -49,6 +54,38 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $minutes in ''|*[!0-9]*) echo "flake-rate.sh: --minutes takes a whole number" >&2; exit 2 ;; esac
+
+# l1_qemu SUITE: make (once) a rootfs with SUITE's QEMU and print a wrapper
+# that runs it here: its dynamic loader, libraries and firmware.
+l1_qemu() {
+	local r=$BUILD/rootfs/qemu-l1 w=$BUILD/rootfs/qemu-l1.sh uri
+	case $1 in
+	trixie-backports) ;;
+	*) echo "flake-rate.sh: --l1-qemu takes trixie-backports" >&2; return 1 ;;
+	esac
+	if [ ! -x "$r/usr/bin/qemu-system-x86_64" ]; then
+		uri=$(debian_uri | head -n 1)
+		[ -n "$uri" ] || { echo "flake-rate.sh: no Debian suite in the apt sources" >&2; return 1; }
+		command -v mmdebstrap >/dev/null ||
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap >&2
+		rm -rf "$r.tmp"
+		mmdebstrap --quiet --variant=apt --aptopt='APT::Default-Release "trixie-backports"' \
+			--include=qemu-system-x86,seabios trixie "$r.tmp" \
+			"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie main" \
+			"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie-backports main" >&2 &&
+			mv "$r.tmp" "$r" || { rm -rf "$r.tmp"; return 1; }
+	fi
+	printf '#!/bin/sh\nexec "%s" --library-path "%s:%s" "%s" -L "%s" -L "%s" "$@"\n' \
+		"$r/usr/lib64/ld-linux-x86-64.so.2" "$r/lib/x86_64-linux-gnu" "$r/usr/lib/x86_64-linux-gnu" \
+		"$r/usr/bin/qemu-system-x86_64" "$r/usr/share/qemu" "$r/usr/share/seabios" >"$w"
+	chmod +x "$w"
+	echo "$w"
+}
+l1bin=qemu-system-x86_64
+if [ -n "$l1" ]; then
+	l1bin=$(l1_qemu "$l1") || exit 1
+	vmargs+=(--qemu "$l1bin")
+fi
 
 res=$BUILD/flake-rate/$label-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$res"
@@ -79,7 +116,7 @@ signature() {
 
 {
 	echo "# make flake-rate: $minutes minutes on $kernel ($label), $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "L1: $(qemu-system-x86_64 --version | head -n 1); host CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), $(nproc) CPUs"
+	echo "L1: $("$l1bin" --version | head -n 1); host CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), $(nproc) CPUs"
 	echo "options: rows=\"$rows\" l3-cpus=$l3c kvm=\"$kvm\" kvm-amd=\"$kvm_amd\" thp=\"$thp\" ${vmargs[*]}"
 } | tee "$sum"
 

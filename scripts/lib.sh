@@ -137,10 +137,12 @@ inputs_hash() {
 
 # kill_vm NAME [SIGNAL]: kill -9 (or send SIGNAL to) the QEMU of the VM
 # scripts/vm.sh runs as --name NAME (matched by its initrd path, as a fixed
-# string: kernel releases hold '+').
+# string: kernel releases hold '+'). A QEMU of another Debian release runs
+# under that release's dynamic loader (make flake-rate --l1-qemu).
 kill_vm() {
 	ps -eo pid=,args= | awk -v s="$BUILD/vm/$1/initrd.img" \
-		'$2 ~ /qemu-system/ && index($0, s) { print $1 }' | xargs -r kill -"${2:-9}"
+		'($2 ~ /qemu-system/ || ($2 ~ /\/ld-linux[^ ]*$/ && $0 ~ /qemu-system/)) &&
+		 index($0, s) { print $1 }' | xargs -r kill -"${2:-9}"
 }
 
 # The task names of an L3 guest's QEMU in L2's kernel log: the process, or a

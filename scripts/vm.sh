@@ -6,7 +6,8 @@
 # usage: scripts/vm.sh [--kernel 6.1|6.12|7.3|REL] [--timeout SEC] [--stall SEC] [--mem 4G] [--smp 2]
 #                      [--name NAME] [--file SRC[:DST]]... [--bin NAME|PATH]...
 #                      [--qemu-arg ARG]... [--accel kvm|tcg] [--plugin SO[,ARGS]]
-#                      [--cpu MODEL] [--tcg-thread multi|single] [--print-accel] SCRIPT [ARGS...]
+#                      [--cpu MODEL] [--tcg-thread multi|single] [--qemu BIN] [--print-accel]
+#                      SCRIPT [ARGS...]
 #
 # Builds both modules for the kernel and the userspace tools, assembles the L2 image
 # (cached under build/img/REL) and boots it: KVM when a short canary boot proves KVM
@@ -17,7 +18,8 @@
 # --plugin loads a TCG plugin into the L2 QEMU when it runs on TCG (make bench's
 # cost counts, tools/cost-plugin); --stall SEC kills a VM whose heartbeat has
 # stopped for SEC seconds (scripts/vm/vmrun); --cpu and --tcg-thread replace
-# the L2 QEMU's CPU model and TCG threading (make flake-rate); --print-accel builds the images, prints the
+# the L2 QEMU's CPU model and TCG threading, --qemu BIN the L2 QEMU itself
+# (make flake-rate); --print-accel builds the images, prints the
 # accelerator a VM would get (kvm or tcg) and exits.
 #
 # Inside L2: the project's modules in /lib/modules/REL/extra (modprobe vhost_blk,
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
 	--print-accel) print_accel=1; shift ;;
 	--cpu) cpuargs+=(--cpu "$2"); shift 2 ;;
 	--tcg-thread) cpuargs+=(--tcg-thread "$2"); shift 2 ;;
+	--qemu) cpuargs+=(--qemu "$2"); shift 2 ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "vm.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;

@@ -4,7 +4,11 @@
  * The code is written against the newest kernel's API; what an older kernel
  * lacks or spells differently is provided here, in its newer form, as the
  * kernel's backports project does.  Every version test of the project lives
- * in this header.  Kernels between 6.12 and 7.3 are not supported: a shim's
+ * in this header, but for two feature tests in vhost_blk that no shim can
+ * carry (a struct field and case labels that older kernels lack):
+ * _LINUX_RW_HINT_H (bio write hints, 6.9) and VHOST_NEW_WORKER (6.5).
+ * scripts/upstream.sh resolves those with unifdef, as 7.3 has them, and
+ * drops this header.  Kernels between 6.12 and 7.3 are not supported: a shim's
  * version is where the change went upstream, tested on 6.1, 6.12 and 7.3.
  */
 #ifndef _VHOST_BLK_KCOMPAT_H
@@ -120,82 +124,30 @@ static inline int kcompat_bio_iov_iter_get_pages(struct bio *bio,
 
 /*
  * 6.5 brought per-virtqueue workers together with the multi-worker ioctls,
- * so the uapi VHOST_NEW_WORKER tells the two vhost cores apart.
+ * so the uapi VHOST_NEW_WORKER tells the two vhost cores apart.  vhost_blk
+ * calls the per-virtqueue functions; before 6.5 they go to the device's one
+ * kthread, alive until vhost_dev_cleanup().  (The worker ioctls themselves
+ * are only handled where VHOST_NEW_WORKER is defined.)
  */
-#ifdef VHOST_NEW_WORKER
-/*
- * Queue a work on the worker serving @vq.  Returns false once the worker
- * was killed together with its owner.
- */
-static inline bool vhost_blk_vq_work_queue(struct vhost_virtqueue *vq,
-					   struct vhost_work *work)
-{
-	return vhost_vq_work_queue(vq, work);
-}
-
-/* Anything queued on the worker serving @vq, this queue's or another's. */
-static inline bool vhost_blk_vq_has_work(struct vhost_virtqueue *vq)
-{
-	return vhost_vq_has_work(vq);
-}
-
-static inline bool vhost_blk_is_worker_ioctl(unsigned int ioctl)
-{
-	return ioctl == VHOST_NEW_WORKER || ioctl == VHOST_FREE_WORKER ||
-	       ioctl == VHOST_ATTACH_VRING_WORKER ||
-	       ioctl == VHOST_GET_VRING_WORKER;
-}
-
-static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
-					  unsigned int ioctl,
-					  void __user *argp)
-{
-	return vhost_worker_ioctl(dev, ioctl, argp);
-}
-#else
-/* One device-wide kthread, alive until vhost_dev_cleanup(). */
-static inline bool vhost_blk_vq_work_queue(struct vhost_virtqueue *vq,
-					   struct vhost_work *work)
+#ifndef VHOST_NEW_WORKER
+static inline bool kcompat_vhost_vq_work_queue(struct vhost_virtqueue *vq,
+					       struct vhost_work *work)
 {
 	vhost_work_queue(vq->dev, work);
 	return true;
 }
 
+#define vhost_vq_work_queue kcompat_vhost_vq_work_queue
+
 /* The device's one worker serves every queue. */
-static inline bool vhost_blk_vq_has_work(struct vhost_virtqueue *vq)
+static inline bool kcompat_vhost_vq_has_work(struct vhost_virtqueue *vq)
 {
 	return vhost_has_work(vq->dev);
 }
 
-static inline bool vhost_blk_is_worker_ioctl(unsigned int ioctl)
-{
-	return false;
-}
-
-static inline long vhost_blk_worker_ioctl(struct vhost_dev *dev,
-					  unsigned int ioctl,
-					  void __user *argp)
-{
-	return -ENOIOCTLCMD;
-}
+#define vhost_vq_has_work kcompat_vhost_vq_has_work
 #endif
 
-/*
- * Bios carry the inode's write hint again since 6.9, which moved the hints
- * to a header of their own (<linux/rw_hint.h>, included by blk_types.h).
- */
-#ifdef _LINUX_RW_HINT_H
-static inline void vhost_blk_bio_write_hint(struct bio *bio,
-					    struct inode *inode)
-{
-	bio->bi_write_hint = inode->i_write_hint;
-}
-#else
-static inline void vhost_blk_bio_write_hint(struct bio *bio,
-					    struct inode *inode)
-{
-}
-#endif
 #endif /* KCOMPAT_VHOST_BLK */
 /* ---- end vhost_blk ---- */
 

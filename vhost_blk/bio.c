@@ -108,7 +108,10 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 	 * read updates the access time.
 	 */
 	if (req->op == VHOST_BLK_OP_OUT) {
-		vhost_blk_bio_write_hint(bio, file_inode(req->be->file));
+#ifdef _LINUX_RW_HINT_H
+		/* Bios carry the inode's write hint again since 6.9. */
+		bio->bi_write_hint = file_inode(req->be->file)->i_write_hint;
+#endif
 		task_io_account_write(req->len);
 	} else {
 		file_accessed(req->be->file);

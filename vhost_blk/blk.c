@@ -543,19 +543,25 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 	case VHOST_BLK_SET_IRQ_DELAY:
 		return vhost_blk_set_delay(blk, argp, VHOST_BLK_IRQ_DELAY_MAX,
 					   &blk->irq_delay_us);
+#ifdef VHOST_NEW_WORKER
+	case VHOST_NEW_WORKER:
+	case VHOST_FREE_WORKER:
+	case VHOST_ATTACH_VRING_WORKER:
+	case VHOST_GET_VRING_WORKER:
+		mutex_lock(&blk->dev.mutex);
+		r = vhost_worker_ioctl(&blk->dev, ioctl, argp);
+		mutex_unlock(&blk->dev.mutex);
+		return r;
+#endif
 	default:
 		mutex_lock(&blk->dev.mutex);
-		if (vhost_blk_is_worker_ioctl(ioctl)) {
-			r = vhost_blk_worker_ioctl(&blk->dev, ioctl, argp);
-		} else {
-			r = vhost_dev_ioctl(&blk->dev, ioctl, argp);
-			if (r == -ENOIOCTLCMD)
-				r = vhost_vring_ioctl(&blk->dev, ioctl, argp);
-			/* The owner's memory outlives it while we may write it. */
-			if (!r && ioctl == VHOST_SET_OWNER) {
-				mmget(current->mm);
-				blk->owner_mm = current->mm;
-			}
+		r = vhost_dev_ioctl(&blk->dev, ioctl, argp);
+		if (r == -ENOIOCTLCMD)
+			r = vhost_vring_ioctl(&blk->dev, ioctl, argp);
+		/* The owner's memory outlives it while we may write it. */
+		if (!r && ioctl == VHOST_SET_OWNER) {
+			mmget(current->mm);
+			blk->owner_mm = current->mm;
 		}
 		mutex_unlock(&blk->dev.mutex);
 		return r;

@@ -19,6 +19,7 @@
 #include <linux/wait.h>
 #include <linux/virtio_blk.h>
 
+#include "vhost.h"
 #define KCOMPAT_VHOST_BLK
 #include "kcompat.h"
 #include <linux/vhost_blk.h>

@@ -36,7 +36,7 @@ static enum hrtimer_restart vhost_blk_irq_timeout(struct hrtimer *timer)
 
 	WRITE_ONCE(bvq->irq_expired, true);
 	/* If the worker is gone, the queue is being torn down. */
-	vhost_blk_vq_work_queue(&bvq->vq, &bvq->done_work);
+	vhost_vq_work_queue(&bvq->vq, &bvq->done_work);
 	return HRTIMER_NORESTART;
 }
 

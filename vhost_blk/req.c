@@ -82,7 +82,7 @@ static void vhost_blk_req_done(struct vhost_blk_req *req)
 	rcu_read_lock();
 	llist_add(&req->node, &bvq->done);
 	/* If the worker is gone, teardown drops the request. */
-	vhost_blk_vq_work_queue(&bvq->vq, &bvq->done_work);
+	vhost_vq_work_queue(&bvq->vq, &bvq->done_work);
 	if (atomic_dec_and_test(&bvq->pending) &&
 	    wq_has_sleeper(&blk->pending_wait))
 		wake_up(&blk->pending_wait);
@@ -968,7 +968,7 @@ enum vhost_blk_poll {
  */
 static enum vhost_blk_poll vhost_blk_poll_again(struct vhost_blk_vq *bvq)
 {
-	if (!vhost_blk_vq_work_queue(&bvq->vq, &bvq->vq.poll.work))
+	if (!vhost_vq_work_queue(&bvq->vq, &bvq->vq.poll.work))
 		return VHOST_BLK_POLL_OFF;
 	bvq->poll_resumed = true;
 	return VHOST_BLK_POLL_AGAIN;
@@ -1009,7 +1009,7 @@ static enum vhost_blk_poll vhost_blk_busy_poll(struct vhost_blk_vq *bvq,
 		}
 		if (signal_pending(current))
 			return VHOST_BLK_POLL_OFF;
-		if (need_resched() || vhost_blk_vq_has_work(vq))
+		if (need_resched() || vhost_vq_has_work(vq))
 			break;
 		cpu_relax();
 		now = local_clock();

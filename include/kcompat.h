@@ -148,6 +148,16 @@ static inline bool kcompat_vhost_vq_has_work(struct vhost_virtqueue *vq)
 #define vhost_vq_has_work kcompat_vhost_vq_has_work
 #endif
 
+/*
+ * Newer kernels have kzalloc_obj() and friends, which size the allocation
+ * from the object they are given; elsewhere, the same from sizeof().
+ */
+#ifndef kzalloc_obj
+#define kzalloc_obj(obj, gfp)	kzalloc(sizeof(obj), gfp)
+#endif
+#ifndef kvzalloc_obj
+#define kvzalloc_obj(obj, gfp)	kvzalloc(sizeof(obj), gfp)
+#endif
 #endif /* KCOMPAT_VHOST_BLK */
 /* ---- end vhost_blk ---- */
 

@@ -30,7 +30,7 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	int i;
 
 	/* Charged to the opener: the VMM that will own the device. */
-	blk = kvzalloc(sizeof(*blk), GFP_KERNEL_ACCOUNT);
+	blk = kvzalloc_obj(*blk, GFP_KERNEL_ACCOUNT);
 	if (!blk)
 		return -ENOMEM;
 
@@ -181,7 +181,7 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 	}
 
 	ret = -ENOMEM;
-	be = kzalloc(sizeof(*be), GFP_KERNEL_ACCOUNT);
+	be = kzalloc_obj(*be, GFP_KERNEL_ACCOUNT);
 	if (!be)
 		goto err;
 	be->file = file;
@@ -394,7 +394,7 @@ static long vhost_blk_get_config(struct vhost_blk *blk,
 		return -EFAULT;
 	if (usize < offsetofend(struct vhost_blk_config, flags))
 		return -EINVAL;
-	kc = kzalloc(sizeof(*kc), GFP_KERNEL);
+	kc = kzalloc_obj(*kc, GFP_KERNEL);
 	if (!kc)
 		return -ENOMEM;
 	c = &kc->blk;

@@ -14,6 +14,7 @@
 #include <linux/llist.h>
 #include <linux/memcontrol.h>
 #include <linux/mutex.h>
+#include <linux/sizes.h>
 #include <linux/spinlock.h>
 #include <linux/uio.h>
 #include <linux/wait.h>
@@ -37,7 +38,7 @@
 /* Discard / write-zeroes ranges per request. */
 #define VHOST_BLK_MAX_DWZ_SEG		16
 /* Sectors per discard / write-zeroes range: 2 GiB. */
-#define VHOST_BLK_MAX_DWZ_SECTORS	(1U << 22)
+#define VHOST_BLK_MAX_DWZ_SECTORS	(SZ_2G >> SECTOR_SHIFT)
 /* Requests one queue handles before yielding its worker. */
 #define VHOST_BLK_WEIGHT		256
 /* Bytes one queue handles before yielding its worker. */
@@ -202,7 +203,7 @@ struct vhost_blk {
 	 * sync_lock when a FLUSH arrives.  sync_err_gen: the last that failed.
 	 */
 	struct mutex sync_mutex;
-	spinlock_t sync_lock;
+	spinlock_t sync_lock;	/* sync_gen and sync_err_gen */
 	u64 sync_gen;
 	u64 sync_err_gen;
 	unsigned int id;

@@ -909,9 +909,9 @@ static bool vhost_blk_burst_grows(struct vhost_blk_vq *bvq)
 		bvq->batch_still = true;
 	}
 	if (grew) {
-		bvq->batch_gap_ns = div_u64(ktime_to_ns(ktime_sub(now,
-							      bvq->batch_grown)),
-					    grew);
+		s64 gap = ktime_to_ns(ktime_sub(now, bvq->batch_grown));
+
+		bvq->batch_gap_ns = div_u64(gap, grew);
 		bvq->batch_grown = now;
 		bvq->batch_still = false;
 		step = 2 * bvq->batch_gap_ns;
@@ -1101,8 +1101,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 				bvq->stats.batch_found++;
 			if (vhost_blk_batch_wait(bvq, found))
 				break;
-			poll = vhost_blk_busy_poll(bvq, found, sync != NULL,
-						   &plug);
+			poll = vhost_blk_busy_poll(bvq, found, !!sync, &plug);
 			if (poll == VHOST_BLK_POLL_FOUND)
 				continue;
 			if (poll == VHOST_BLK_POLL_AGAIN)

@@ -84,7 +84,9 @@ bool vhost_blk_bio_submit(struct vhost_blk_req *req, struct iov_iter *iter)
 		if (iocb_is_dsync(&req->iocb))
 			opf |= REQ_FUA;
 	}
+#ifdef VHOST_BLK_FAULT_INJECTION
 	vhost_blk_fault_bio_delay();
+#endif
 	bio_init(bio, bdev, req->bvec, VHOST_BLK_BIO_VECS, opf);
 	bio->bi_iter.bi_sector = req->sector;
 	bio->bi_end_io = vhost_blk_bio_end_io;

@@ -92,10 +92,12 @@ static void vhost_blk_drain(struct vhost_blk *blk)
 	 * No interrupt is held past the flush: what the workers retire now is
 	 * all that was in flight, and so is sent at once.
 	 */
-	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
 		vhost_blk_irq_stop(&blk->vqs[i]);
+#ifdef VHOST_BLK_FAULT_INJECTION
+	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
 		vhost_blk_fault_check_orphan(&blk->vqs[i]);
-	}
+#endif
 	/* The workers retire what completed. */
 	vhost_dev_flush(&blk->dev);
 	vhost_blk_retire_orphans(blk);

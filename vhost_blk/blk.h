@@ -282,11 +282,13 @@ void vhost_blk_poll_init(struct vhost_blk *blk);
 void vhost_blk_rw_end(struct vhost_blk_req *req, long ret);
 
 /* stats.c */
-/*
- * The flush-dropping fault of the durability test, built only into test
- * modules (make VHOST_BLK_FAULT_INJECTION=y).
- */
 #ifdef VHOST_BLK_FAULT_INJECTION
+/*
+ * The flush-dropping fault of the durability test and the others, built
+ * only into test modules (make VHOST_BLK_FAULT_INJECTION=y).  Each use is
+ * under #ifdef VHOST_BLK_FAULT_INJECTION itself, so that the upstream
+ * series (scripts/upstream.sh) drops them all with unifdef.
+ */
 #define VHOST_BLK_FAULT_DELAY_MAX_MS	5000
 extern bool vhost_blk_fault_drop_flush;
 extern u32 vhost_blk_fault_retire_delay_ms;
@@ -328,23 +330,6 @@ static inline void vhost_blk_fault_check_orphan(struct vhost_blk_vq *bvq)
 		pr_err("vhost-blk: queue %u: irq timer queued after teardown stopped it\n",
 		       bvq->index);
 	}
-}
-#else
-static inline bool vhost_blk_drop_flush(void)
-{
-	return false;
-}
-
-static inline void vhost_blk_fault_retire_delay(void)
-{
-}
-
-static inline void vhost_blk_fault_bio_delay(void)
-{
-}
-
-static inline void vhost_blk_fault_check_orphan(struct vhost_blk_vq *bvq)
-{
 }
 #endif
 

@@ -312,8 +312,10 @@ static void vhost_blk_run_sync(struct vhost_blk_req *req)
 
 	if (req->op != VHOST_BLK_OP_FLUSH)
 		ret = vhost_blk_dwz(req);
+#ifdef VHOST_BLK_FAULT_INJECTION
 	else if (unlikely(vhost_blk_drop_flush()))
 		pr_warn_once("fault injection: acknowledging flushes without syncing\n");
+#endif
 	else
 		ret = vhost_blk_sync(req->bvq->blk, req->be, req->sync_seen);
 	req->status = vhost_blk_errno_status(ret);
@@ -1265,8 +1267,10 @@ static void vhost_blk_retire_done(struct vhost_blk_vq *bvq)
 	unsigned int n = 0, total = 0;
 
 	list = llist_reverse_order(llist_del_all(&bvq->done));
+#ifdef VHOST_BLK_FAULT_INJECTION
 	if (list)
 		vhost_blk_fault_retire_delay();
+#endif
 	llist_for_each_entry_safe(req, next, list, node) {
 		vhost_blk_retire(req, &used[n]);
 		if (++n == VHOST_BLK_USED_BATCH) {
@@ -1291,7 +1295,9 @@ void vhost_blk_done_work(struct vhost_work *work)
 	struct vhost_blk_vq *bvq = container_of(work, struct vhost_blk_vq,
 						done_work);
 	struct vhost_virtqueue *vq = &bvq->vq;
+#ifdef VHOST_BLK_FAULT_INJECTION
 	bool retired = !llist_empty(&bvq->done);
+#endif
 
 	mutex_lock(&vq->mutex);
 	vhost_blk_retire_done(bvq);
@@ -1304,8 +1310,10 @@ void vhost_blk_done_work(struct vhost_work *work)
 		vhost_poll_queue(&vq->poll);
 	}
 	mutex_unlock(&vq->mutex);
+#ifdef VHOST_BLK_FAULT_INJECTION
 	if (retired)
 		vhost_blk_fault_retire_delay();
+#endif
 }
 
 struct vhost_blk_orphans {

@@ -52,10 +52,6 @@ static void vhost_blk_faults_init(struct dentry *root)
 	debugfs_create_u32("fault_bio_delay_ms", 0600, root,
 			   &vhost_blk_fault_bio_delay_ms);
 }
-#else
-static void vhost_blk_faults_init(struct dentry *root)
-{
-}
 #endif
 
 static const char * const vhost_blk_op_names[VHOST_BLK_OP_NR] = {
@@ -144,7 +140,9 @@ DEFINE_SHOW_ATTRIBUTE(vhost_blk_stats);
 void vhost_blk_stats_init(void)
 {
 	vhost_blk_debugfs_root = debugfs_create_dir("vhost-blk", NULL);
+#ifdef VHOST_BLK_FAULT_INJECTION
 	vhost_blk_faults_init(vhost_blk_debugfs_root);
+#endif
 }
 
 void vhost_blk_stats_exit(void)

@@ -294,7 +294,7 @@ deps_test() {
 	# Tools for the VM harness and the tests (systemd's socket activator and
 	# udevd go into the L2 image for 44-real-host).
 	apt_install bc cpio zstd gzip busybox-static fio sparse gnuplot-nox e2fsprogs \
-		util-linux perl python3 socat jq strace procps file git systemd udev dmsetup
+		util-linux perl python3 python3-ply python3-git socat jq strace procps file git systemd udev dmsetup
 	# Network storage for selftests/l2/48-netstore.sh (vm.sh carries them into
 	# the L2 image): iproute2's ip (veth, namespaces), the NBD client and
 	# open-iscsi's initiator; the servers are qemu-nbd and the kernel's LIO.

@@ -204,6 +204,13 @@ bench:
 flake-rate:
 	scripts/flake-rate.sh --minutes "$(or $(MINUTES),30)" --kernel "$(or $(KERNEL),6.12)" $(FLAKE_OPTS)
 
+# vhost_blk as a git format-patch series against the 7.3 source, generated from
+# this tree (make deps KERNELS="6.1 6.12 7.3" unpacks it): O=DIR (default
+# build/upstream/series); CHECK=1 then applies, builds and checkpatches it.
+.PHONY: upstream
+upstream:
+	scripts/upstream.sh $(if $(O),-o "$(O)") $(if $(CHECK),--check)
+
 help:
 	@echo 'Targets:'
 	@echo '  all (default)   both modules for KDIR (default: running kernel) + tools'
@@ -241,6 +248,8 @@ help:
 	@echo '                  Documentation/benchmarks.rst'
 	@echo '  flake-rate      L2 deaths and wedges per L3-hour under nested L3 load (not a test);'
 	@echo '                  MINUTES= (30), KERNEL= (6.12), FLAKE_OPTS= (scripts/flake-rate.sh --help)'
+	@echo '  upstream        vhost_blk as a format-patch series against Linux 7.3 (the 7.3 test kernel'"'"'s'
+	@echo '                  source) in O= (default build/upstream/series); CHECK=1: git am, build, checkpatch'
 	@echo '  clean'
 	@echo 'Variables: KDIR=<kernel build dir> KSRC=<kernel source tree> KERNELS="6.1 6.12" SLOW=1'
 	@echo '           PREFIX=/usr/local DESTDIR= TEST_KERNELS_DIR= (default build/kernels)'

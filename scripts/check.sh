@@ -252,6 +252,7 @@ host_tap "test kit" selftests/repo/testkit-test.sh
 host_tap "units" selftests/repo/unit-test.sh
 host_tap "vhost source version" selftests/repo/vhost-src-test.sh
 host_tap "docs" selftests/repo/docs-test.sh
+host_tap "upstream series" selftests/repo/upstream-test.sh
 # Once, on the last kernel of the run: the cost-counting TCG plugin, in a VM.
 last=${kernels[${#kernels[@]}-1]}
 if [ "$last" != none ] && kernel_rel "$last" >/dev/null 2>&1; then

@@ -103,7 +103,7 @@ fi
 
 # tmpl FILE: a file of scripts/upstream/ without its first line, the SPDX
 # line every file of the repository has (vhost-blk.rst keeps its own)
-tmpl() { sed '1{/^# SPDX-License-Identifier: /d}' "$1"; }
+tmpl() { sed -E '1{\%^(#|//) SPDX-License-Identifier: %d}' "$1"; }
 
 commit() { # MSG-FILE: commit everything, signed off
 	g "$repo" add -A -f
@@ -137,7 +137,24 @@ EXPORT_SYMBOL_GPL(bio_iov_iter_get_pages);
 	commit "$up/01-block-export.msg"
 fi
 
-# ---- 2: the uapi, and the MAINTAINERS entry it starts ----
+# ---- 2: the notify decision, from the vhost core ----
+if ! grep -q '^EXPORT_SYMBOL_GPL(vhost_vq_wants_signal);' "$repo/drivers/vhost/vhost.c"; then
+	tmpl "$up/vhost-wants-signal.c" >"$work/wants-signal.c"
+	awk -v f="$work/wants-signal.c" '{ print }
+		/^EXPORT_SYMBOL_GPL\(vhost_signal\);$/ && !done {
+			while ((getline line < f) > 0) print line
+			done = 1
+		}' "$repo/drivers/vhost/vhost.c" >"$work/vhost.c.new"
+	mv "$work/vhost.c.new" "$repo/drivers/vhost/vhost.c"
+	sed -i '/^void vhost_signal(struct vhost_dev \*, struct vhost_virtqueue \*);$/a\
+bool vhost_vq_wants_signal(struct vhost_virtqueue *vq);' "$repo/drivers/vhost/vhost.h"
+	grep -q '^EXPORT_SYMBOL_GPL(vhost_vq_wants_signal);' "$repo/drivers/vhost/vhost.c" &&
+		grep -q '^bool vhost_vq_wants_signal(' "$repo/drivers/vhost/vhost.h" ||
+		die "drivers/vhost/vhost.[ch]: no place for vhost_vq_wants_signal()"
+	commit "$up/02-vhost-wants-signal.msg"
+fi
+
+# ---- 3: the uapi, and the MAINTAINERS entry it starts ----
 cp "$TOP/include/uapi/linux/vhost_blk.h" "$repo/include/uapi/linux/vhost_blk.h"
 # The range, reserved where vhost's numbers are kept (before the final #endif).
 awk '{ l[NR] = $0 } END {
@@ -161,9 +178,9 @@ awk -v f="$up/MAINTAINERS.blk" '
 	{ print }' "$repo/MAINTAINERS" >"$work/MAINTAINERS.new"
 mv "$work/MAINTAINERS.new" "$repo/MAINTAINERS"
 grep -q '^VIRTIO HOST (VHOST-BLK)$' "$repo/MAINTAINERS" || die "MAINTAINERS: no place for the entry"
-commit "$up/02-uapi.msg"
+commit "$up/03-uapi.msg"
 
-# ---- 3: the driver, its Kconfig and Makefile ----
+# ---- 4: the driver, its Kconfig and Makefile ----
 mkdir -p "$repo/drivers/vhost/blk"
 objs=$(sed -n 's/^vhost_blk-y[[:space:]]*:=[[:space:]]*//p' "$TOP/vhost_blk/Kbuild")
 [ -n "$objs" ] || die "vhost_blk/Kbuild: no vhost_blk-y list"
@@ -195,9 +212,9 @@ grep -q '^obj-$(CONFIG_VHOST_BLK) += blk/$' "$repo/drivers/vhost/Makefile" ||
 	die "drivers/vhost/Makefile: no place for blk/"
 sed -i '/^F:\tinclude\/uapi\/linux\/vhost_blk.h$/i\
 F:\tdrivers/vhost/blk/' "$repo/MAINTAINERS"
-commit "$up/03-driver.msg"
+commit "$up/04-driver.msg"
 
-# ---- 4: the documentation ----
+# ---- 5: the documentation ----
 cp "$up/vhost-blk.rst" "$repo/Documentation/virt/vhost-blk.rst"
 awk '{ print } /^   guest-halt-polling$/ && !done { print "   vhost-blk"; done = 1 }' \
 	"$repo/Documentation/virt/index.rst" >"$work/index.rst.new"
@@ -205,7 +222,7 @@ mv "$work/index.rst.new" "$repo/Documentation/virt/index.rst"
 grep -q '^   vhost-blk$' "$repo/Documentation/virt/index.rst" || die "Documentation/virt/index.rst: no place for vhost-blk"
 sed -i '/^F:\tdrivers\/vhost\/blk\/$/i\
 F:\tDocumentation/virt/vhost-blk.rst' "$repo/MAINTAINERS"
-commit "$up/04-doc.msg"
+commit "$up/05-doc.msg"
 
 # ---- the series ----
 rm -rf "$out"
@@ -234,7 +251,7 @@ nok() { echo "not ok - upstream: $*"; fails=$((fails + 1)); }
 am=$work/am
 # A checkout of the base, reused from run to run (checking 90000 files out
 # again costs a minute): back to the base, everything else removed.
-if [ "$(g "$am" rev-parse --git-common-dir 2>/dev/null)" = "$repo/.git" ]; then
+if [ "$(realpath -m "$(g "$am" rev-parse --git-common-dir 2>/dev/null)")" = "$(realpath -m "$repo/.git")" ]; then
 	g "$am" am --abort >/dev/null 2>&1 || true
 	g "$am" checkout -q -f --detach base
 	g "$am" clean -q -fdx

@@ -47,8 +47,10 @@ kcompat_hrtimer_setup(struct hrtimer *timer,
 #include <linux/bio.h>
 #include <linux/blk_types.h>
 #include <linux/fs.h>
+#include <linux/uaccess.h>
 #include <linux/uio.h>
 #include <linux/vhost.h>
+#include <linux/virtio_ring.h>
 #include "vhost.h"
 
 /*
@@ -147,6 +149,34 @@ static inline bool kcompat_vhost_vq_has_work(struct vhost_virtqueue *vq)
 
 #define vhost_vq_has_work kcompat_vhost_vq_has_work
 #endif
+
+/*
+ * vhost_vq_wants_signal(): whether vhost_signal() would interrupt the guest
+ * now, without its barrier and without recording a signal. The vhost core
+ * of no released kernel has it (the upstream series adds it): the same,
+ * from the ring at the owner's address (no IOTLB: vhost_blk does not offer
+ * VIRTIO_F_ACCESS_PLATFORM). A wrong guess only decides whether a queue
+ * holds the interrupt or sends it now.
+ */
+static inline bool kcompat_vhost_vq_wants_signal(struct vhost_virtqueue *vq)
+{
+	__virtio16 raw;
+
+	if (!vhost_has_feature(vq, VIRTIO_RING_F_EVENT_IDX)) {
+		if (get_user(raw, &vq->avail->flags))
+			return true;
+		return !(vhost16_to_cpu(vq, raw) & VRING_AVAIL_F_NO_INTERRUPT);
+	}
+	if (!vq->signalled_used_valid)
+		return true;
+	/* used_event follows the avail ring's last entry. */
+	if (get_user(raw, &vq->avail->ring[vq->num]))
+		return true;
+	return vring_need_event(vhost16_to_cpu(vq, raw), vq->last_used_idx,
+				vq->signalled_used);
+}
+
+#define vhost_vq_wants_signal kcompat_vhost_vq_wants_signal
 
 /*
  * Newer kernels have kzalloc_obj() and friends, which size the allocation

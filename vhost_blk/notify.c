@@ -19,8 +19,6 @@
  */
 #include <linux/hrtimer.h>
 #include <linux/moduleparam.h>
-#include <linux/uaccess.h>
-#include <linux/virtio_ring.h>
 
 #include "blk.h"
 
@@ -63,30 +61,6 @@ void vhost_blk_irq_stop(struct vhost_blk_vq *bvq)
 	hrtimer_cancel(&bvq->irq_timer);
 }
 
-/*
- * Whether vhost_signal() would interrupt the guest now, read without the
- * barrier vhost_signal() takes: a wrong guess only decides whether the
- * queue holds the interrupt or sends it now.  No IOTLB (no
- * VIRTIO_F_ACCESS_PLATFORM): the ring is at the owner's address.
- */
-static bool vhost_blk_guest_wants_irq(struct vhost_virtqueue *vq)
-{
-	__virtio16 raw;
-
-	if (!vhost_has_feature(vq, VIRTIO_RING_F_EVENT_IDX)) {
-		if (get_user(raw, &vq->avail->flags))
-			return true;
-		return !(vhost16_to_cpu(vq, raw) & VRING_AVAIL_F_NO_INTERRUPT);
-	}
-	if (!vq->signalled_used_valid)
-		return true;
-	/* used_event follows the avail ring's last entry. */
-	if (get_user(raw, &vq->avail->ring[vq->num]))
-		return true;
-	return vring_need_event(vhost16_to_cpu(vq, raw), vq->last_used_idx,
-				vq->signalled_used);
-}
-
 static void vhost_blk_irq_release(struct vhost_blk_vq *bvq)
 {
 	if (bvq->irq_held) {
@@ -115,7 +89,7 @@ bool vhost_blk_irq_hold(struct vhost_blk_vq *bvq, unsigned int n)
 		return true;
 	bvq->irq_unsent += n;
 	if (!us || bvq->irq_unsent >= bvq->inflight ||
-	    !vhost_blk_guest_wants_irq(&bvq->vq)) {
+	    !vhost_vq_wants_signal(&bvq->vq)) {
 		vhost_blk_irq_release(bvq);
 		return false;
 	}

@@ -534,9 +534,10 @@ void vhost_blk_spare_free(struct vhost_blk_vq *bvq)
 
 /*
  * Work for the guest runs as its owner.  A vhost_task worker is a thread of
- * the owner already; a kthread worker (6.1, or a device switched to kthreads
- * with VHOST_SET_FORK_FROM_OWNER) only shares the owner's cgroups, so for a
- * handler run it takes the owner's credentials and memory cgroup.
+ * the owner already; a kthread worker (a device switched to kthreads with
+ * VHOST_SET_FORK_FROM_OWNER, or any device of a vhost core older than
+ * vhost_task) only shares the owner's cgroups, so for a handler run it
+ * takes the owner's credentials and memory cgroup.
  */
 struct vhost_blk_as_owner {
 	const struct cred *cred;

@@ -225,8 +225,9 @@ F:\tDocumentation/virt/vhost-blk.rst' "$repo/MAINTAINERS"
 commit "$up/05-doc.msg"
 
 # ---- the series ----
-rm -rf "$out"
+# O= may be any directory: only an earlier series in it is removed.
 mkdir -p "$out"
+rm -f "$out"/[0-9][0-9][0-9][0-9]-*.patch
 g "$repo" format-patch -q --cover-letter --no-signature -o "$(realpath "$out")" base..series
 cover=$(ls "$out"/0000-cover-letter.patch)
 tmpl "$up/cover-letter.txt" >"$work/cover-letter.txt"

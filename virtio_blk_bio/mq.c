@@ -15,10 +15,6 @@
 struct vbb_mq_req {
 	struct virtio_blk_outhdr out_hdr;
 	u8 status;
-	/* device-writable data bytes ahead of the status byte */
-	u32 in_len;
-	/* what the device reported in the used ring */
-	u32 used_len;
 	/* the result, set when the request leaves the ring */
 	blk_status_t result;
 	/* vbb_mq_take_all() chain */
@@ -174,7 +170,6 @@ static int vbb_mq_add(struct vbb_vq *q, struct request *req,
 
 	sg_init_one(&hdr, &r->out_hdr, sizeof(r->out_hdr));
 	sgs[out++] = &hdr;
-	r->in_len = 0;
 	if (r->ranges) {
 		sg_init_one(&rng, r->ranges,
 			    r->nr_ranges * sizeof(*r->ranges));
@@ -184,7 +179,6 @@ static int vbb_mq_add(struct vbb_vq *q, struct request *req,
 			sgs[out++] = r->sgt.sgl;
 		} else {
 			sgs[out + in++] = r->sgt.sgl;
-			r->in_len = blk_rq_bytes(req);
 		}
 	}
 	sg_init_one(&status, &r->status, sizeof(r->status));
@@ -407,8 +401,7 @@ static int vbb_mq_reap(struct vbb_dev *vb, struct vbb_vq *q,
 		struct request *req = blk_mq_rq_from_pdu(r);
 
 		n++;
-		r->used_len = len;
-		r->result = vbb_result(vb, r->status, len, r->in_len);
+		r->result = vbb_status_to_blk(r->status);
 		if (unlikely(blk_should_fake_timeout(req->q)))
 			continue;
 		/* true: another CPU completes it (the request is marked done) */

@@ -15,6 +15,11 @@
 struct vbb_mq_req {
 	struct virtio_blk_outhdr out_hdr;
 	u8 status;
+	/*
+	 * The device returned it, but fail_io_timeout made the reap leave it
+	 * in flight: vbb_mq_timeout() completes it with its result.
+	 */
+	bool faked;
 	/* the result, set when the request leaves the ring */
 	blk_status_t result;
 	/* vbb_mq_take_all() chain */
@@ -105,6 +110,7 @@ static blk_status_t vbb_mq_setup_cmd(struct vbb_dev *vb, struct request *req,
 	r->ranges = NULL;
 	r->nr_ranges = 0;
 	r->sgt.nents = 0;
+	r->faked = false;
 
 	switch (req_op(req)) {
 	case REQ_OP_READ:
@@ -402,8 +408,11 @@ static int vbb_mq_reap(struct vbb_dev *vb, struct vbb_vq *q,
 
 		n++;
 		r->result = vbb_status_to_blk(r->status);
-		if (unlikely(blk_should_fake_timeout(req->q)))
+		if (unlikely(blk_should_fake_timeout(req->q))) {
+			/* read by vbb_mq_timeout() after it took q->lock */
+			r->faked = true;
 			continue;
+		}
 		/* true: another CPU completes it (the request is marked done) */
 		if (blk_mq_complete_request_remote(req))
 			continue;
@@ -506,10 +515,16 @@ static enum blk_eh_timer_return vbb_mq_timeout(struct request *req)
 {
 	struct vbb_dev *vb = req->q->queuedata;
 	struct vbb_vq *q = vbb_hctx_vq(req->mq_hctx);
+	struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
 
 	vbb_mq_done(q->vq);
 	if (blk_mq_rq_state(req) != MQ_RQ_IN_FLIGHT)
 		return BLK_EH_DONE;
+	/* a faked timeout: the device answered, the request ends with it */
+	if (r->faked) {
+		vbb_mq_complete(req);
+		return BLK_EH_DONE;
+	}
 	if (!vb->timeout)
 		return BLK_EH_RESET_TIMER;	/* io_timeout=0: wait */
 	return vbb_timed_out(vb) ? BLK_EH_DONE : BLK_EH_RESET_TIMER;

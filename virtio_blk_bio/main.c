@@ -560,7 +560,8 @@ static int vbb_init_vqs(struct vbb_dev *vb)
 
 	for (i = 0; i < nr; i++)
 		vb->vqs[i].vq = vqs[i];
-	vb->num_vqs = nr;
+	/* vbb_poll() reads the rings once it sees the count */
+	smp_store_release(&vb->num_vqs, nr);
 	dev_info(&vdev->dev, "%s path, %u/%u default/poll queues\n",
 		 vb->bio_path ? "bio" : "request", nr - npoll, npoll);
 out:
@@ -935,12 +936,14 @@ static int vbb_freeze(struct virtio_device *vdev)
 	flush_work(&vb->config_work);
 
 	mutex_lock(&vb->vdev_mutex);
+	/* ->poll may still be called: it looks for rings under RCU */
+	vb->frozen_vqs = vb->num_vqs;
+	WRITE_ONCE(vb->num_vqs, 0);
+	synchronize_rcu();
 	if (!vb->gone)
 		virtio_reset_device(vdev);
 	if (vb->vqs)
 		vdev->config->del_vqs(vdev);
-	vb->frozen_vqs = vb->num_vqs;
-	WRITE_ONCE(vb->num_vqs, 0);
 	kfree(vb->vqs);
 	vb->vqs = NULL;
 	mutex_unlock(&vb->vdev_mutex);
@@ -961,6 +964,9 @@ static int vbb_restore(struct virtio_device *vdev)
 		/* the hardware queues and the CPU map were built for the old count */
 		dev_err(&vdev->dev, "restore: %u queues instead of %u\n",
 			vb->num_vqs, vb->frozen_vqs);
+		/* the count was published: wait out ->poll as ->freeze does */
+		WRITE_ONCE(vb->num_vqs, 0);
+		synchronize_rcu();
 		virtio_reset_device(vdev);
 		vdev->config->del_vqs(vdev);
 		kfree(vb->vqs);

@@ -452,20 +452,29 @@ void vbb_mq_done(struct virtqueue *vq)
 		iob.complete(&iob);
 }
 
-/* ->poll of a poll queue (no interrupt): reap into the caller's batch. */
+/*
+ * ->poll of a poll queue (no interrupt): reap into the caller's batch.
+ * Between ->freeze and ->restore the rings are gone (num_vqs 0, set before
+ * an RCU grace period that precedes freeing them): nothing to reap.
+ */
 static int vbb_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
 {
 	struct vbb_dev *vb = hctx->queue->queuedata;
 	struct vbb_vq *q;
 	unsigned long flags;
-	int n;
+	int n = 0;
 
 	if (unlikely(READ_ONCE(vb->killed)))
 		return 0;
-	q = vbb_hctx_vq(hctx);
-	spin_lock_irqsave(&q->lock, flags);
-	n = vbb_mq_reap(vb, q, iob);
-	spin_unlock_irqrestore(&q->lock, flags);
+	rcu_read_lock();
+	/* pairs with vbb_init_vqs(): the rings are set before the count */
+	if (smp_load_acquire(&vb->num_vqs)) {
+		q = vbb_hctx_vq(hctx);
+		spin_lock_irqsave(&q->lock, flags);
+		n = vbb_mq_reap(vb, q, iob);
+		spin_unlock_irqrestore(&q->lock, flags);
+	}
+	rcu_read_unlock();
 	return n;
 }
 

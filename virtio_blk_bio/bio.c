@@ -170,6 +170,9 @@ static int vbb_enter(struct vbb_dev *vb, bool nowait)
 			return 0;
 		switch (vbb_bio_state(vb)) {
 		case VBB_LIVE:
+			/* a given-up device's count stays dead: never spin */
+			if (READ_ONCE(vb->killed))
+				return -EIO;
 			continue;	/* restored meanwhile */
 		case VBB_SUSPENDED:
 			break;

@@ -924,8 +924,9 @@ static int vbb_freeze(struct virtio_device *vdev)
 	unsigned int memflags;
 
 	if (vb->bio_path) {
-		if (!READ_ONCE(vb->killed))
-			vbb_bio_set_state(vb, VBB_SUSPENDED);
+		/* a device given up stays dead: submitters fail, not wait */
+		vbb_bio_set_state(vb, READ_ONCE(vb->killed) ? VBB_DEAD :
+				  VBB_SUSPENDED);
 		vbb_bio_drain(vb);
 	} else {
 		/* the freeze waits for requests in flight, quiesce for dispatch */

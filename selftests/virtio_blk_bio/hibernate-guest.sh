@@ -16,9 +16,12 @@
 #   A kernel thread (vbb_pm_io.ko, which the freezer leaves running) reads
 #   one disk in a loop while the system hibernates; with no swap the
 #   hibernation stops after the snapshot, the devices thawed, and the script
-#   goes on. On vbb-hib-mq, request path with a poll queue, polled reads,
-#   each polled again once done: the driver's ->poll runs while the rings
-#   are gone and must find nothing, not oops. Three hibernations.
+#   goes on. On vbb-hib-bio, given up before (give_up_on_timeout=1), the
+#   reads must fail at once, not spin with the CPU held (a spinning thread
+#   also keeps the hibernation from taking the other CPU down: it hangs).
+#   On vbb-hib-mq, request path with a poll queue, polled reads, each polled
+#   again once done: the driver's ->poll runs while the rings are gone and
+#   must find nothing, not oops. Three hibernations per disk.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -68,8 +71,8 @@ pm_io() {
 
 if [ "${PHASE:-}" = pmio ]; then
 	modprobe virtio_pci 2>/dev/null
-	check "modprobe virtio_blk_bio use_bio=1 poll_queues=1" \
-		modprobe virtio_blk_bio use_bio=1 poll_queues=1
+	check "modprobe virtio_blk_bio use_bio=1 poll_queues=1 io_timeout=3" \
+		modprobe virtio_blk_bio use_bio=1 poll_queues=1 io_timeout=3
 	BIO= MQ=
 	for _ in $(seq 1 40); do
 		BIO=$(disk_by_serial vbb-hib-bio) && MQ=$(disk_by_serial vbb-hib-mq) && break
@@ -89,6 +92,16 @@ if [ "${PHASE:-}" = pmio ]; then
 	# polls on the request path while its rings are gone
 	P="$MQ (request path, poll queue): "
 	pm_io "$MQ" poll=1
+	# the bio disk given up (bus mastering off: a read times out)
+	P="$BIO (bio path, given up): "
+	echo 1 >/sys/module/virtio_blk_bio/parameters/give_up_on_timeout
+	pci=$(pci_of "$BIO")
+	dmesg -c >/dev/null
+	bus_master "$pci" off
+	bounded 60 dd if=/dev/$BIO of=/dev/null bs=4k count=1 iflag=direct
+	bus_master "$pci" on
+	check "the driver gave the device up" sh -c "dmesg | grep -q 'giving the device up'"
+	pm_io "$BIO"
 	P=""
 	bounded 20 rmmod virtio_blk_bio; rc=$?
 	[ $rc = 0 ] && ok "rmmod virtio_blk_bio" || nok "rmmod virtio_blk_bio (status $rc)"

@@ -12,10 +12,10 @@
 # writes and flushes for O_SYNC and fsync'ed writes (QEMU's blklogwrites log,
 # parsed here). The in-VM part is guest-tests.sh. Then two more VMs:
 # hibernation, resumed with the disks' queue counts changed (the restore
-# fails; hibernate-guest.sh). Last, one more VM: a kernel thread polls a
-# disk on the request path while the system hibernates (no swap: it thaws
-# after the snapshot; hibernate-guest.sh PHASE=pmio); --only pm runs that VM
-# alone. Prints TAP-style lines prefixed
+# fails; hibernate-guest.sh). Last, one more VM: a kernel thread reads a
+# disk given up, then polls a disk on the request path, while the system
+# hibernates (no swap: it thaws after the snapshot; hibernate-guest.sh
+# PHASE=pmio); --only pm runs that VM alone. Prints TAP-style lines prefixed
 # with the kernel ("[6.12] virtio-blk-bio: ...").
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)

@@ -41,10 +41,6 @@ struct vbb_breq {
 	u8 stage;
 	/* bio_start_io_acct() done, at the first add of the data */
 	bool acct;
-	/* device-writable data bytes of the stage ahead of the status byte */
-	u32 in_len;
-	/* what the device reported in the used ring */
-	u32 used_len;
 	struct vbb_breq *next;
 	/* on vbb_vq.busy while the device holds it, added at issued */
 	struct list_head busy;
@@ -174,6 +170,9 @@ static int vbb_enter(struct vbb_dev *vb, bool nowait)
 			return 0;
 		switch (vbb_bio_state(vb)) {
 		case VBB_LIVE:
+			/* a given-up device's count stays dead: never spin */
+			if (READ_ONCE(vb->killed))
+				return -EIO;
 			continue;	/* restored meanwhile */
 		case VBB_SUSPENDED:
 			break;
@@ -241,7 +240,6 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 
 	*out = 0;
 	*in = 0;
-	br->in_len = 0;
 	sg_init_one(hdr, &br->out_hdr, sizeof(br->out_hdr));
 	sgs[(*out)++] = hdr;
 
@@ -253,7 +251,6 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 		type = VIRTIO_BLK_T_GET_ID;
 		sg_init_one(&br->sg[0], br->buf, VIRTIO_BLK_ID_BYTES);
 		sgs[(*in)++ + *out] = &br->sg[0];
-		br->in_len = VIRTIO_BLK_ID_BYTES;
 		break;
 	case VBB_STAGE_DATA:
 		switch (bio_op(bio)) {
@@ -296,7 +293,6 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 			sgs[(*out)++] = br->sg;
 		} else if (n) {
 			sgs[(*in)++ + *out] = br->sg;
-			br->in_len = bio->bi_iter.bi_size;
 		}
 		break;
 	default:
@@ -729,7 +725,7 @@ static void vbb_postflushed(struct vbb_dev *vb, struct vbb_fwait *fw,
 static void vbb_stage_done(struct vbb_dev *vb, struct vbb_breq *br,
 			   struct vbb_reaped *r)
 {
-	blk_status_t st = vbb_result(vb, br->status, br->used_len, br->in_len);
+	blk_status_t st = vbb_status_to_blk(br->status);
 
 	if (br->stage == VBB_STAGE_DATA && !st &&
 	    (br->bio->bi_opf & REQ_FUA)) {
@@ -748,7 +744,6 @@ static struct vbb_breq *vbb_bio_collect(struct vbb_vq *q, int *count)
 	unsigned int len;
 
 	while ((br = virtqueue_get_buf(q->vq, &len))) {
-		br->used_len = len;
 		list_del(&br->busy);
 		br->next = NULL;
 		*tail = br;

@@ -50,6 +50,11 @@ static int vbb_major;
 static DEFINE_IDA(vbb_index_ida);
 struct workqueue_struct *vbb_wq;
 
+/*
+ * The result of a request the device has returned: its status byte alone.
+ * The used length is not read, as the stock driver does not: devices
+ * report 0, the data alone, or data and status, and all of them work.
+ */
 blk_status_t vbb_status_to_blk(u8 status)
 {
 	switch (status) {
@@ -60,28 +65,6 @@ blk_status_t vbb_status_to_blk(u8 status)
 	default:
 		return BLK_STS_IOERR;
 	}
-}
-
-/*
- * The result of a request the device has returned with a used length of
- * @used_len. The status byte is the last device-writable byte, after @in_len
- * bytes of data for the device to fill (a read, GET_ID): a used length that
- * does not reach it says the status (and maybe some data) was not written,
- * and the request fails whatever the status byte holds. Only a
- * VIRTIO_F_VERSION_1 device is held to that: the spec lets legacy devices
- * report a wrong used length, and some do.
- */
-blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
-			u32 in_len)
-{
-	/* legacy devices are known to report used lengths wrong: not read */
-	if (unlikely(vb->check_used_len && !vbb_used_len_ok(used_len, in_len))) {
-		dev_warn_ratelimited(disk_to_dev(vb->disk),
-				     "used length %u short of %u data bytes + status\n",
-				     used_len, in_len);
-		return BLK_STS_IOERR;
-	}
-	return vbb_status_to_blk(status);
 }
 
 /* The smallest ring of the device's virtqueues. */
@@ -577,7 +560,8 @@ static int vbb_init_vqs(struct vbb_dev *vb)
 
 	for (i = 0; i < nr; i++)
 		vb->vqs[i].vq = vqs[i];
-	vb->num_vqs = nr;
+	/* vbb_poll() reads the rings once it sees the count */
+	smp_store_release(&vb->num_vqs, nr);
 	dev_info(&vdev->dev, "%s path, %u/%u default/poll queues\n",
 		 vb->bio_path ? "bio" : "request", nr - npoll, npoll);
 out:
@@ -832,7 +816,6 @@ static int vbb_probe(struct virtio_device *vdev)
 	vb->index = index;
 	vb->bio_path = READ_ONCE(use_bio);
 	vb->timeout = (unsigned long)READ_ONCE(io_timeout) * HZ;
-	vb->check_used_len = virtio_has_feature(vdev, VIRTIO_F_VERSION_1);
 	mutex_init(&vb->vdev_mutex);
 	INIT_WORK(&vb->config_work, vbb_config_work);
 
@@ -941,8 +924,9 @@ static int vbb_freeze(struct virtio_device *vdev)
 	unsigned int memflags;
 
 	if (vb->bio_path) {
-		if (!READ_ONCE(vb->killed))
-			vbb_bio_set_state(vb, VBB_SUSPENDED);
+		/* a device given up stays dead: submitters fail, not wait */
+		vbb_bio_set_state(vb, READ_ONCE(vb->killed) ? VBB_DEAD :
+				  VBB_SUSPENDED);
 		vbb_bio_drain(vb);
 	} else {
 		/* the freeze waits for requests in flight, quiesce for dispatch */
@@ -953,12 +937,14 @@ static int vbb_freeze(struct virtio_device *vdev)
 	flush_work(&vb->config_work);
 
 	mutex_lock(&vb->vdev_mutex);
+	/* ->poll may still be called: it looks for rings under RCU */
+	vb->frozen_vqs = vb->num_vqs;
+	WRITE_ONCE(vb->num_vqs, 0);
+	synchronize_rcu();
 	if (!vb->gone)
 		virtio_reset_device(vdev);
 	if (vb->vqs)
 		vdev->config->del_vqs(vdev);
-	vb->frozen_vqs = vb->num_vqs;
-	WRITE_ONCE(vb->num_vqs, 0);
 	kfree(vb->vqs);
 	vb->vqs = NULL;
 	mutex_unlock(&vb->vdev_mutex);
@@ -979,6 +965,9 @@ static int vbb_restore(struct virtio_device *vdev)
 		/* the hardware queues and the CPU map were built for the old count */
 		dev_err(&vdev->dev, "restore: %u queues instead of %u\n",
 			vb->num_vqs, vb->frozen_vqs);
+		/* the count was published: wait out ->poll as ->freeze does */
+		WRITE_ONCE(vb->num_vqs, 0);
+		synchronize_rcu();
 		virtio_reset_device(vdev);
 		vdev->config->del_vqs(vdev);
 		kfree(vb->vqs);

@@ -15,10 +15,11 @@
 struct vbb_mq_req {
 	struct virtio_blk_outhdr out_hdr;
 	u8 status;
-	/* device-writable data bytes ahead of the status byte */
-	u32 in_len;
-	/* what the device reported in the used ring */
-	u32 used_len;
+	/*
+	 * The device returned it, but fail_io_timeout made the reap leave it
+	 * in flight: vbb_mq_timeout() completes it with its result.
+	 */
+	bool faked;
 	/* the result, set when the request leaves the ring */
 	blk_status_t result;
 	/* vbb_mq_take_all() chain */
@@ -109,6 +110,7 @@ static blk_status_t vbb_mq_setup_cmd(struct vbb_dev *vb, struct request *req,
 	r->ranges = NULL;
 	r->nr_ranges = 0;
 	r->sgt.nents = 0;
+	r->faked = false;
 
 	switch (req_op(req)) {
 	case REQ_OP_READ:
@@ -174,7 +176,6 @@ static int vbb_mq_add(struct vbb_vq *q, struct request *req,
 
 	sg_init_one(&hdr, &r->out_hdr, sizeof(r->out_hdr));
 	sgs[out++] = &hdr;
-	r->in_len = 0;
 	if (r->ranges) {
 		sg_init_one(&rng, r->ranges,
 			    r->nr_ranges * sizeof(*r->ranges));
@@ -184,7 +185,6 @@ static int vbb_mq_add(struct vbb_vq *q, struct request *req,
 			sgs[out++] = r->sgt.sgl;
 		} else {
 			sgs[out + in++] = r->sgt.sgl;
-			r->in_len = blk_rq_bytes(req);
 		}
 	}
 	sg_init_one(&status, &r->status, sizeof(r->status));
@@ -407,10 +407,12 @@ static int vbb_mq_reap(struct vbb_dev *vb, struct vbb_vq *q,
 		struct request *req = blk_mq_rq_from_pdu(r);
 
 		n++;
-		r->used_len = len;
-		r->result = vbb_result(vb, r->status, len, r->in_len);
-		if (unlikely(blk_should_fake_timeout(req->q)))
+		r->result = vbb_status_to_blk(r->status);
+		if (unlikely(blk_should_fake_timeout(req->q))) {
+			/* read by vbb_mq_timeout() after it took q->lock */
+			r->faked = true;
 			continue;
+		}
 		/* true: another CPU completes it (the request is marked done) */
 		if (blk_mq_complete_request_remote(req))
 			continue;
@@ -450,20 +452,29 @@ void vbb_mq_done(struct virtqueue *vq)
 		iob.complete(&iob);
 }
 
-/* ->poll of a poll queue (no interrupt): reap into the caller's batch. */
+/*
+ * ->poll of a poll queue (no interrupt): reap into the caller's batch.
+ * Between ->freeze and ->restore the rings are gone (num_vqs 0, set before
+ * an RCU grace period that precedes freeing them): nothing to reap.
+ */
 static int vbb_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
 {
 	struct vbb_dev *vb = hctx->queue->queuedata;
 	struct vbb_vq *q;
 	unsigned long flags;
-	int n;
+	int n = 0;
 
 	if (unlikely(READ_ONCE(vb->killed)))
 		return 0;
-	q = vbb_hctx_vq(hctx);
-	spin_lock_irqsave(&q->lock, flags);
-	n = vbb_mq_reap(vb, q, iob);
-	spin_unlock_irqrestore(&q->lock, flags);
+	rcu_read_lock();
+	/* pairs with vbb_init_vqs(): the rings are set before the count */
+	if (smp_load_acquire(&vb->num_vqs)) {
+		q = vbb_hctx_vq(hctx);
+		spin_lock_irqsave(&q->lock, flags);
+		n = vbb_mq_reap(vb, q, iob);
+		spin_unlock_irqrestore(&q->lock, flags);
+	}
+	rcu_read_unlock();
 	return n;
 }
 
@@ -513,10 +524,16 @@ static enum blk_eh_timer_return vbb_mq_timeout(struct request *req)
 {
 	struct vbb_dev *vb = req->q->queuedata;
 	struct vbb_vq *q = vbb_hctx_vq(req->mq_hctx);
+	struct vbb_mq_req *r = blk_mq_rq_to_pdu(req);
 
 	vbb_mq_done(q->vq);
 	if (blk_mq_rq_state(req) != MQ_RQ_IN_FLIGHT)
 		return BLK_EH_DONE;
+	/* a faked timeout: the device answered, the request ends with it */
+	if (r->faked) {
+		vbb_mq_complete(req);
+		return BLK_EH_DONE;
+	}
 	if (!vb->timeout)
 		return BLK_EH_RESET_TIMER;	/* io_timeout=0: wait */
 	return vbb_timed_out(vb) ? BLK_EH_DONE : BLK_EH_RESET_TIMER;

@@ -84,8 +84,6 @@ struct vbb_dev {
 	struct work_struct config_work;
 	int index;
 	bool bio_path;
-	/* used lengths are checked (VIRTIO_F_VERSION_1 devices) */
-	bool check_used_len;
 	/* given up (vbb_kill()) or not restored: every request fails */
 	bool killed;
 	/* given up because the transport broke it: not there to be reset */
@@ -145,21 +143,10 @@ struct vbb_dev {
 	atomic64_t flushes;
 };
 
-/*
- * Does a used length of @used_len cover @in_len bytes of device-writable
- * data and the status byte after them?
- */
-static inline bool vbb_used_len_ok(u32 used_len, u32 in_len)
-{
-	return used_len && used_len - 1 >= in_len;
-}
-
 /* main.c */
 extern unsigned int vbb_queue_depth;
 extern struct workqueue_struct *vbb_wq;
 blk_status_t vbb_status_to_blk(u8 status);
-blk_status_t vbb_result(struct vbb_dev *vb, u8 status, u32 used_len,
-			u32 in_len);
 unsigned int vbb_ring_size(struct vbb_dev *vb);
 bool vbb_ring_empty(struct vbb_vq *q);
 void vbb_limits_default(struct vbb_dev *vb, struct queue_limits *lim);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# vm-test.sh --kernel 6.1|6.12|REL [--paths "0 1"]: virtio_blk_bio, both
+# vm-test.sh --kernel 6.1|6.12|REL [--paths "0 1"] [--only pm]: virtio_blk_bio, both
 # submission paths, run from L1 in one test VM booted on that kernel, on
 # virtio-blk devices of the VM's own QEMU: no nested guest, so none of the
 # nested-SVM flake (Documentation/testing.rst). Data integrity (fio
@@ -12,16 +12,20 @@
 # writes and flushes for O_SYNC and fsync'ed writes (QEMU's blklogwrites log,
 # parsed here). The in-VM part is guest-tests.sh. Then two more VMs:
 # hibernation, resumed with the disks' queue counts changed (the restore
-# fails; hibernate-guest.sh). Prints TAP-style lines prefixed with the kernel
-# ("[6.12] virtio-blk-bio: ...").
+# fails; hibernate-guest.sh). Last, one more VM: a kernel thread reads a
+# disk given up, then polls a disk on the request path, while the system
+# hibernates (no swap: it thaws after the snapshot; hibernate-guest.sh
+# PHASE=pmio); --only pm runs that VM alone. Prints TAP-style lines prefixed
+# with the kernel ("[6.12] virtio-blk-bio: ...").
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/scripts/lib.sh"
-kernel=6.1 paths="0 1"
+kernel=6.1 paths="0 1" only=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=$2; shift 2 ;;
 	--paths) paths=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
 	*) echo "vm-test.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -35,6 +39,18 @@ fails=0
 ok() { echo "ok - $pfx: $*"; }
 nok() { echo "not ok - $pfx: $*"; fails=$((fails + 1)); }
 
+tap() { # FILE: the guest's result lines as ours, the rest as comments
+	local line
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) echo "ok - $pfx: ${line#ok - }" ;;
+		"not ok - "*) echo "not ok - $pfx: ${line#not ok - }"; fails=$((fails + 1)) ;;
+		*) echo "#   $line" ;;
+		esac
+	done <"$1"
+}
+
+if [ "$only" != pm ]; then
 truncate -s 256M "$T/data.img"
 truncate -s 32M "$T/log-data.img"
 : >"$T/log.img"
@@ -126,16 +142,6 @@ while kill -0 "$vmpid" 2>/dev/null; do
 done
 wait "$vmpid"
 vmrc=$?
-tap() { # FILE: the guest's result lines as ours, the rest as comments
-	local line
-	while IFS= read -r line; do
-		case $line in
-		"ok - "*) echo "ok - $pfx: ${line#ok - }" ;;
-		"not ok - "*) echo "not ok - $pfx: ${line#not ok - }"; fails=$((fails + 1)) ;;
-		*) echo "#   $line" ;;
-		esac
-	done <"$1"
-}
 tap "$T/vm.out"
 [ "$vmrc" = 0 ] && ok "VM run ($((SECONDS - start)) s), exit 0, kernel log clean" ||
 	nok "VM run, exit 0, kernel log clean (status $vmrc; console: $BUILD/vm/vbb-$rel/console.log)"
@@ -235,6 +241,38 @@ else
 			ok "use_bio=$ub: each of 10 fsync'ed writes is followed by a flush" ||
 			nok "use_bio=$ub: each of 10 fsync'ed writes is followed by a flush ($ss)"
 	done
+fi
+
+fi # --only pm
+
+# --- I/O between ->freeze and ->restore, from a kernel thread the freezer
+# leaves running (hibernate-guest.sh PHASE=pmio, helper module pm_io/):
+# hibernation with no swap freezes the devices, takes the snapshot, fails
+# to write it and thaws them.
+kdir=$(realpath "$(kernel_kdir "$rel")")
+rm -rf "$T/pm_io"
+cp -r "$top/selftests/virtio_blk_bio/pm_io" "$T/pm_io"
+if ! kernel_make "$kdir" -s -C "$kdir" M="$T/pm_io" modules >"$T/pm_io.log" 2>&1; then
+	nok "pm_io helper module built ($T/pm_io.log)"
+else
+	truncate -s 64M "$T/pm-bio.img" "$T/pm-mq.img"
+	a=(--file "$T/pm_io/vbb_pm_io.ko:/root/vbb_pm_io.ko")
+	for q in bio mq; do
+		a+=(--qemu-arg -drive --qemu-arg "file=$T/pm-$q.img,if=none,id=dh$q,format=raw"
+		    --qemu-arg -device
+		    --qemu-arg "virtio-blk-pci,drive=dh$q,serial=vbb-hib-$q,num-queues=2")
+	done
+	echo "export PHASE=pmio; exec bash /src/selftests/virtio_blk_bio/hibernate-guest.sh" \
+		>"$T/pmio.sh"
+	start=$SECONDS
+	# about a minute; a hang takes the whole timeout
+	"$top/scripts/vm.sh" --kernel "$rel" --name "vbb-pmio-$rel" --timeout 240 --mem 1G \
+		"${a[@]}" "$T/pmio.sh" >"$T/pmio.out" 2>&1
+	vmrc=$?
+	tap "$T/pmio.out"
+	d="I/O across hibernation from a kernel thread: VM exit 0, kernel log clean"
+	[ "$vmrc" = 0 ] && ok "$d ($((SECONDS - start)) s)" ||
+		nok "$d (status $vmrc; console: $BUILD/vm/vbb-pmio-$rel/console.log)"
 fi
 
 [ "$fails" = 0 ] && rm -rf "$T"

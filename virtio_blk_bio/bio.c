@@ -289,11 +289,10 @@ static int vbb_prep(struct vbb_dev *vb, struct vbb_breq *br,
 		}
 		if (n < 0)
 			return n;
-		if (n && write) {
+		if (n && write)
 			sgs[(*out)++] = br->sg;
-		} else if (n) {
+		else if (n)
 			sgs[(*in)++ + *out] = br->sg;
-		}
 		break;
 	default:
 		return -EINVAL;	/* a stage that waits for a flush */

@@ -181,11 +181,10 @@ static int vbb_mq_add(struct vbb_vq *q, struct request *req,
 			    r->nr_ranges * sizeof(*r->ranges));
 		sgs[out++] = &rng;
 	} else if (r->sgt.nents) {
-		if (rq_data_dir(req) == WRITE) {
+		if (rq_data_dir(req) == WRITE)
 			sgs[out++] = r->sgt.sgl;
-		} else {
+		else
 			sgs[out + in++] = r->sgt.sgl;
-		}
 	}
 	sg_init_one(&status, &r->status, sizeof(r->status));
 	sgs[out + in++] = &status;

@@ -42,6 +42,20 @@ kcompat_hrtimer_setup(struct hrtimer *timer,
 #define hrtimer_setup kcompat_hrtimer_setup
 #endif
 
+/* ---- both modules ---- */
+/*
+ * Newer kernels have kzalloc_obj() and friends, which size the allocation
+ * from the object they are given; elsewhere, the same from sizeof().
+ */
+#include <linux/slab.h>
+
+#ifndef kzalloc_obj
+#define kzalloc_obj(obj, gfp)	kzalloc(sizeof(obj), gfp)
+#endif
+#ifndef kvzalloc_obj
+#define kvzalloc_obj(obj, gfp)	kvzalloc(sizeof(obj), gfp)
+#endif
+
 /* ---- vhost_blk: vhost core shims (owner: vhost_blk) ---- */
 #ifdef KCOMPAT_VHOST_BLK
 #include <linux/bio.h>
@@ -178,16 +192,6 @@ static inline bool kcompat_vhost_vq_wants_signal(struct vhost_virtqueue *vq)
 
 #define vhost_vq_wants_signal kcompat_vhost_vq_wants_signal
 
-/*
- * Newer kernels have kzalloc_obj() and friends, which size the allocation
- * from the object they are given; elsewhere, the same from sizeof().
- */
-#ifndef kzalloc_obj
-#define kzalloc_obj(obj, gfp)	kzalloc(sizeof(obj), gfp)
-#endif
-#ifndef kvzalloc_obj
-#define kvzalloc_obj(obj, gfp)	kvzalloc(sizeof(obj), gfp)
-#endif
 #endif /* KCOMPAT_VHOST_BLK */
 /* ---- end vhost_blk ---- */
 

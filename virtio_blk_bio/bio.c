@@ -1319,7 +1319,7 @@ struct gendisk *vbb_bio_create_disk(struct vbb_dev *vb,
 	vb->breq_pool = mempool_create_slab_pool(16, vbb_breq_cache);
 	vb->split_pool = mempool_create_kmalloc_pool(4,
 						     sizeof(struct vbb_split));
-	vb->flush_br = kzalloc(sizeof(*vb->flush_br), GFP_KERNEL);
+	vb->flush_br = kzalloc_obj(*vb->flush_br, GFP_KERNEL);
 	/* two plugs in progress per CPU before one kicks without waiting */
 	vb->nr_plug_cbs = 2 * nr_cpu_ids;
 	vb->plug_cbs = kcalloc(vb->nr_plug_cbs, sizeof(*vb->plug_cbs),

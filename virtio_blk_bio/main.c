@@ -806,7 +806,7 @@ static int vbb_probe(struct virtio_device *vdev)
 	if (index < 0)
 		return index;
 
-	vb = kzalloc(sizeof(*vb), GFP_KERNEL);
+	vb = kzalloc_obj(*vb, GFP_KERNEL);
 	if (!vb) {
 		ida_free(&vbb_index_ida, index);
 		return -ENOMEM;

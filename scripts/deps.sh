@@ -9,7 +9,8 @@
 #          same version, which holds drivers/vhost/vhost.h.
 #   test   (make deps; the README's "make deps && make check|demo") the test kit:
 #          the toolchain, QEMU 10.0, libvirt, fio, busybox, ..., and the test
-#          kernels (Debian's 6.1 cloud kernel and 6.12 from bookworm-backports:
+#          kernels (Debian's 6.1 cloud kernel, 6.12 from bookworm-backports and
+#          7.3 from trixie-backports, or KERNELS="...":
 #          image, headers, kbuild, linux-source), downloaded and UNPACKED into
 #          TEST_KERNELS_DIR (default build/kernels), never installed: no package
 #          of a kernel, nothing in /boot or /lib/modules, no boot entry. The .deb
@@ -323,7 +324,7 @@ deps_test() {
 	# The test kernels, unpacked into the build tree.
 	mkdir -p "$KERNELS_DIR"
 	local series
-	for series in ${KERNELS:-6.1 6.12}; do
+	for series in ${KERNELS:-6.1 6.12 7.3}; do
 		if pinned_kernel "$series" >/dev/null; then
 			unpack_pinned "$series"
 		else

@@ -15,8 +15,8 @@ KERNELS_DIR=${TEST_KERNELS_DIR:-$BUILD/kernels}
 # Test kernels taken at an exact Debian version from a suite this machine does
 # not use, through a scratch apt configuration (its sources stay as they are):
 # "SERIES SUITE VERSION", the one place such a kernel is pinned. make deps
-# unpacks them when asked for (KERNELS="6.1 6.12 7.3"); 6.1 and 6.12, the
-# default, follow the cloud meta-packages of bookworm and bookworm-backports.
+# unpacks them with the others (KERNELS="6.1 6.12 7.3", the default); 6.1 and
+# 6.12 follow the cloud meta-packages of bookworm and bookworm-backports.
 # The archive keeps only a suite's newest build: when it moves on, deps says
 # which version it has and this line changes with it.
 PINNED_KERNELS=(

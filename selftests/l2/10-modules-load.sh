@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
+# check: core
 # Both modules load and unload cleanly in L2 (the kernel log is checked by the runner).
 check() { if "$@" >/tmp/cmd.out 2>&1; then echo "ok - $desc"; else echo "not ok - $desc"; cat /tmp/cmd.out; fi; }
 desc="modprobe vhost_blk" check modprobe vhost_blk

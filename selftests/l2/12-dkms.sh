@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
+# check: core
 # The modules DKMS built, signed and installed for this kernel (copied to /root/dkms
 # by make check, see scripts/dkms-test.sh) load and unload in it: both modules of
 # the host package, and the guest package's virtio_blk_bio (/root/dkms/guest).

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
+# check: core
 # vhost_blk on its own, no VM: the userspace virtio driver (vhost_blk_test) plays the
 # guest against /dev/vhost-blk. Functional + hostile suites on four backends (file on
 # tmpfs through the page cache, file on ext4 with O_DIRECT, brd and null_blk with

@@ -14,9 +14,12 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 
 # A test whose header has a line "# check: slow -- REASON" runs only with SLOW=1;
 # otherwise it is reported as skipped, with the reason.
+# CORE=1 (make check on a kernel that gets the core tests only, see
+# scripts/check.sh) runs only the tests whose header has a line "# check: core";
+# the others are reported as skipped, saying where they run.
 # FROM=NAME starts the default list at that test (scripts/check.sh uses it to
 # run the rest of a list again in a fresh L2 after the first L2 died).
-slow=()
+slow=() notcore=()
 if [ $# -eq 0 ]; then
 	for t in /src/selftests/l2/*.sh; do
 		[ -x "$t" ] || continue
@@ -31,13 +34,20 @@ if [ $# -eq 0 ]; then
 			slow+=("$t")
 			continue
 		fi
+		if [ "${CORE:-0}" = 1 ] && ! grep -q '^# check: core$' "$t"; then
+			notcore+=("$t")
+			continue
+		fi
 		set -- "$@" "$t"
 	done
 fi
 # (A FROM run repeats part of a list: its skips were reported the first time.)
-[ -n "${FROM:-}" ] && slow=()
+[ -n "${FROM:-}" ] && slow=() notcore=()
 for t in "${slow[@]}"; do
 	echo "ok - $(basename "$t" .sh) # SKIP $(sed -n 's/^# check: slow\(-on [0-9.]*\)\{0,1\} -- //p' "$t" | head -n 1); make check SLOW=1 runs it"
+done
+for t in "${notcore[@]}"; do
+	echo "ok - $(basename "$t" .sh) # SKIP not a core test: make check runs it on ${FULL_KERNELS:-the full kernels}; FULL_KERNELS= or SLOW=1 runs it here"
 done
 export PATH=/src/selftests/lib:$PATH
 

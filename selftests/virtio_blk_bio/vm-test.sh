@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# vm-test.sh --kernel 6.1|6.12|REL [--paths "0 1"] [--only pm]: virtio_blk_bio, both
+# vm-test.sh --kernel 6.1|6.12|REL [--paths "0 1"] [--only main|pm]: virtio_blk_bio, both
 # submission paths, run from L1 in one test VM booted on that kernel, on
 # virtio-blk devices of the VM's own QEMU: no nested guest, so none of the
 # nested-SVM flake (Documentation/testing.rst). Data integrity (fio
@@ -15,7 +15,8 @@
 # fails; hibernate-guest.sh). Last, one more VM: a kernel thread reads a
 # disk given up, then polls a disk on the request path, while the system
 # hibernates (no swap: it thaws after the snapshot; hibernate-guest.sh
-# PHASE=pmio); --only pm runs that VM alone. Prints TAP-style lines prefixed
+# PHASE=pmio); --only pm runs that VM alone, --only main the first VM alone
+# (make check on a kernel that gets the core tests). Prints TAP-style lines prefixed
 # with the kernel ("[6.12] virtio-blk-bio: ...").
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -151,6 +152,7 @@ tap "$T/vm.out"
 # hibernates and powers off, the second boots with both disks down to one
 # queue and resumes. The restore must give both disks up, and their I/O and
 # serial must fail at once.
+if [ "$only" != main ]; then
 truncate -s 64M "$T/hib-bio.img" "$T/hib-mq.img"
 truncate -s 1G "$T/swap.img"
 hib() { # NAME QUEUES PHASE: one of the two boots
@@ -179,6 +181,7 @@ vmrc=$?
 tap "$T/hib-wake.out"
 [ "$vmrc" = 0 ] && ok "hibernation: second VM resumed the image, exit 0, kernel log clean ($((SECONDS - start)) s)" ||
 	nok "hibernation: second VM resumed the image, exit 0, kernel log clean (status $vmrc; console: $BUILD/vm/vbb-hib-wake-$rel/console.log)"
+fi # --only main
 
 # --- The blklogwrites log: superblock in sector 0, then per entry a 512-byte header
 # {le64 sector, nr_sectors, flags, data_len} followed by the data sectors.
@@ -249,6 +252,7 @@ fi # --only pm
 # leaves running (hibernate-guest.sh PHASE=pmio, helper module pm_io/):
 # hibernation with no swap freezes the devices, takes the snapshot, fails
 # to write it and thaws them.
+if [ "$only" != main ]; then
 kdir=$(realpath "$(kernel_kdir "$rel")")
 rm -rf "$T/pm_io"
 cp -r "$top/selftests/virtio_blk_bio/pm_io" "$T/pm_io"
@@ -274,6 +278,7 @@ else
 	[ "$vmrc" = 0 ] && ok "$d ($((SECONDS - start)) s)" ||
 		nok "$d (status $vmrc; console: $BUILD/vm/vbb-pmio-$rel/console.log)"
 fi
+fi # --only main
 
 [ "$fails" = 0 ] && rm -rf "$T"
 [ "$fails" = 0 ]

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
+# check: slow -- its L3 guest under NBD and iSCSI servers in the same L2 met the nested-SVM flake in 4 of the 5 L2 deaths of the last two-kernel CI run (20 minutes of fresh L2s); run it with SLOW=1 or alone
 # vhost_blk on network storage, in L2. A storage server runs in a network
 # namespace of its own, joined to L2's by a veth pair (10.77.0.1 on L2's
 # end, 10.77.0.2 on the server's): qemu-nbd exports a file over NBD, and

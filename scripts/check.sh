@@ -72,7 +72,7 @@ check_cmd() { # description log command...
 
 kernel_c_files() {
 	git ls-files -co --exclude-standard -- 'vhost_blk/*.[ch]' 'virtio_blk_bio/*.[ch]' \
-		'include/*.h' 'selftests/harness/*.[ch]' | sort -u
+		'include/*.h' 'selftests/harness/*.[ch]' 'selftests/upstream/*.[ch]' | sort -u
 }
 
 # checkpatch comes from the test kernel's own source tarball (build/kernels).
@@ -360,6 +360,12 @@ for k in "${kernels[@]}"; do
 		result "not ok" "[$k] dkms add/build/install; modinfo version, author, license, parameter descriptions; kernels outside 6.1/6.12/7.3 and a linux-source of another version refused"
 		tail -n 20 "$out/dkms-$rel.log" | sed 's/^/#   /'
 	fi
+
+	# make upstream's series, built by selftests/repo/upstream-test.sh (7.3
+	# only, and only when the series check passed), for
+	# selftests/l2/21-upstream-series.sh.
+	upmods=${UPSTREAM_WORK:-$BUILD/upstream}/modules/$rel
+	[ -f "$upmods/MANIFEST" ] && vmfiles+=(--file "$upmods:/root/upstream-modules")
 
 	if ! full "$k" && [ "$SECONDS" -ge "$CHECK_BUDGET" ]; then
 		result ok "[$k] the core L2 tests # SKIP make check has run ${SECONDS}s (CHECK_BUDGET=$CHECK_BUDGET): no time for this kernel's L2"

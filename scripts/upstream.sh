@@ -29,9 +29,13 @@
 # when sparse is in the Debian 13 rootfs, in the rootfs with the kernel's
 # gcc-14 when this machine lacks it) with no compiler or sparse warning,
 # and checkpatch --strict (from the base) finds no error or warning in any
-# patch (CHECKs are counted, not failed). --no-build leaves the builds
-# out. Exit status: 0 all passed, 1 something failed, 2 the 7.3 test kernel
-# or its source is not unpacked (the message says so), 3 usage.
+# patch (CHECKs are counted, not failed). When all of that passed, the
+# modules of the whole series (vhost_iotlb, vhost, vhost_blk, with a
+# test-only module exporting bio_iov_iter_get_pages()) are left in
+# build/upstream/modules/REL for a 7.3 L2 (selftests/l2/21-upstream-series.sh).
+# --no-build leaves the builds out. Exit status: 0 all passed, 1 something
+# failed, 2 the 7.3 test kernel or its source is not unpacked (the message
+# says so), 3 usage.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -250,6 +254,9 @@ fails=0
 ok() { echo "ok - upstream: $*"; }
 nok() { echo "not ok - upstream: $*"; fails=$((fails + 1)); }
 am=$work/am
+# The modules of the checked series, for a 7.3 L2 (below); never stale ones.
+mods=$work/modules/$rel
+[ "$build" = 0 ] || rm -rf "$mods"
 # A checkout of the base, reused from run to run (checking 90000 files out
 # again costs a minute): back to the base, everything else removed.
 if [ "$(realpath -m "$(g "$am" rev-parse --git-common-dir 2>/dev/null)")" = "$(realpath -m "$repo/.git")" ]; then
@@ -346,5 +353,37 @@ case " ${args[*]:-} " in
 *) [ "$build" = 0 ] || echo "ok - upstream: sparse (C=1) # SKIP no sparse where the build runs parses 7.3's C (__typeof_unqual__; Debian's 0.6.4 does not)" ;;
 esac
 [ -f "$am/drivers/vhost/blk/vhost_blk.ko" ] || [ "$build" = 0 ] || nok "drivers/vhost/blk/vhost_blk.ko was built"
+# The modules of the whole series, for selftests/l2/21-upstream-series.sh in
+# a 7.3 L2 (make check passes DIR as /root/upstream-modules): vhost_iotlb,
+# vhost and vhost_blk as drivers/vhost built them, and a test-only module
+# exporting bio_iov_iter_get_pages(), which the stock 7.3 kernel in L2 does
+# not (the series' first patch does): selftests/upstream, built with
+# include/kcompat.h and the series' vhost.h. Debug info stripped; MANIFEST
+# records the release and each module's GNU build ID, by which the L2 test
+# knows the loaded module for the series' own. Only from a series whose
+# check passed.
+if [ "$build" = 1 ] && [ "$fails" = 0 ]; then
+	shim=$work/bio-export
+	rm -rf "$shim"
+	mkdir -p "$shim" "$mods"
+	cp "$TOP"/selftests/upstream/* "$TOP/include/kcompat.h" "$am/drivers/vhost/vhost.h" "$shim/"
+	t0=$(date +%s)
+	if kernel_make "$kdir" -C "$kdir" M="$shim" W=1 modules >"$work/shim.log" 2>&1 &&
+	   ! grep -E 'warning:|error:|WARNING:' "$work/shim.log" >"$work/warn.log"; then
+		echo "release $rel" >"$mods/MANIFEST"
+		for ko in "$am/drivers/vhost/vhost_iotlb.ko" "$am/drivers/vhost/vhost.ko" \
+			  "$am/drivers/vhost/blk/vhost_blk.ko" "$shim/upstream_bio_export.ko"; do
+			m=$(basename "$ko" .ko)
+			strip --strip-debug -o "$mods/$m.ko" "$ko" &&
+				id=$(readelf -n "$mods/$m.ko" | sed -n 's/^ *Build ID: *//p') && [ -n "$id" ] &&
+				echo "module $m $id" >>"$mods/MANIFEST" || nok "$m.ko copied to $mods with its build ID"
+		done
+		ok "the series' vhost_iotlb, vhost and vhost_blk modules and the test's bio_iov_iter_get_pages export in $mods ($(($(date +%s) - t0)) s)"
+	else
+		nok "the test module exporting bio_iov_iter_get_pages (selftests/upstream) builds against the $rel headers without a warning"
+		sed 's/^/#   /' "$work/warn.log" "$work/shim.log" | tail -n 30
+	fi
+	[ "$fails" = 0 ] || rm -rf "$mods"
+fi
 echo "# upstream: $n patches, $checks checkpatch CHECKs"
 [ "$fails" = 0 ]

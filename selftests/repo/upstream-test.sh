@@ -3,7 +3,9 @@
 # upstream-test.sh: make upstream's series (scripts/upstream.sh --check):
 # generated from this tree against the 7.3 test kernel's source, it applies
 # with git am, each patch builds drivers/vhost against the 7.3 headers
-# without a warning, checkpatch --strict finds no error or warning. Then
+# without a warning, checkpatch --strict finds no error or warning; the
+# modules of the whole series are left in build/upstream/modules/REL, for
+# make check to pass to the 7.3 L2 (selftests/l2/21-upstream-series.sh). Then
 # the check must fail: a copy of this tree with a checkpatch error put into
 # vhost_blk/ gives a series the check refuses. Host only, no VM; about
 # 70 s here (the first run commits the 7.3 source once: 90 s more).

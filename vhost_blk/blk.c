@@ -12,7 +12,6 @@
 #include <linux/blkdev.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
-#include <linux/sched/mm.h>
 #include <linux/virtio_byteorder.h>
 
 #include "blk.h"
@@ -131,8 +130,6 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	vhost_blk_drain(blk);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_cleanup(&blk->dev);
-	if (blk->owner_mm)
-		mmput(blk->owner_mm);
 	vhost_blk_backend_free(blk->be);
 	vhost_blk_stats_del(blk);
 	mutex_destroy(&blk->sync_mutex);
@@ -360,9 +357,6 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 	blk->be = NULL;
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_reset_owner(&blk->dev, umem);
-	if (blk->owner_mm)
-		mmput(blk->owner_mm);
-	blk->owner_mm = NULL;
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
 		blk->vqs[i].throttled = false;
 	/* The core's reset cleared the queues' busy poll timeouts. */
@@ -560,11 +554,6 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		r = vhost_dev_ioctl(&blk->dev, ioctl, argp);
 		if (r == -ENOIOCTLCMD)
 			r = vhost_vring_ioctl(&blk->dev, ioctl, argp);
-		/* The owner's memory outlives it while we may write it. */
-		if (!r && ioctl == VHOST_SET_OWNER) {
-			mmget(current->mm);
-			blk->owner_mm = current->mm;
-		}
 		mutex_unlock(&blk->dev.mutex);
 		return r;
 	}

@@ -186,11 +186,6 @@ struct vhost_blk {
 	struct vhost_dev dev;
 	struct vhost_blk_vq vqs[VHOST_BLK_MAX_QUEUES];
 	struct vhost_virtqueue *vqp[VHOST_BLK_MAX_QUEUES];
-	/*
-	 * The owner's address space, kept until release: requests still in
-	 * flight when the owner dies are retired into it.
-	 */
-	struct mm_struct *owner_mm;
 	/* The attached backend, under dev.mutex. */
 	struct vhost_blk_backend_file *be;
 	u16 num_queues;

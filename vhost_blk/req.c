@@ -1330,7 +1330,7 @@ static void vhost_blk_orphans_work(struct work_struct *work)
 	struct vhost_blk *blk = o->blk;
 	int i;
 
-	kthread_use_mm(blk->owner_mm);
+	kthread_use_mm(blk->dev.mm);
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		struct vhost_blk_vq *bvq = &blk->vqs[i];
 
@@ -1338,7 +1338,7 @@ static void vhost_blk_orphans_work(struct work_struct *work)
 		vhost_blk_retire_done(bvq);
 		mutex_unlock(&bvq->vq.mutex);
 	}
-	kthread_unuse_mm(blk->owner_mm);
+	kthread_unuse_mm(blk->dev.mm);
 }
 
 /* Free finished requests without touching guest memory. */
@@ -1363,9 +1363,11 @@ static void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
  * That is nothing unless a worker died with its owner (since 6.4 a vhost
  * worker is a task of the VMM's process, and a SIGKILL ends it) while
  * requests were in flight.  Those are still retired into the used rings,
- * by a kernel thread in the owner's address space (the device keeps it
- * alive), so that a VMM started again finds every request the device
- * fetched completed and none half done.
+ * by a kernel thread in the owner's address space, so that a VMM started
+ * again finds every request the device fetched completed and none half
+ * done.  That address space is the vhost core's dev.mm: it holds a user
+ * reference from VHOST_SET_OWNER until vhost_dev_cleanup(), and every drain
+ * comes before that (release, VHOST_RESET_OWNER) or runs with an owner.
  */
 void vhost_blk_retire_orphans(struct vhost_blk *blk)
 {
@@ -1377,7 +1379,7 @@ void vhost_blk_retire_orphans(struct vhost_blk *blk)
 		any |= !llist_empty(&blk->vqs[i].done);
 	if (!any)
 		return;
-	if (blk->owner_mm) {
+	if (blk->dev.mm) {
 		INIT_WORK_ONSTACK(&o.work, vhost_blk_orphans_work);
 		queue_work(system_unbound_wq, &o.work);
 		flush_work(&o.work);

@@ -185,7 +185,6 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 		goto err;
 	be->file = file;
 	be->bdev = !!bdev;
-	be->regular = !bdev;
 	be->capacity = vhost_blk_backend_size(be);
 	be->direct = file->f_flags & O_DIRECT;
 	be->bio = vhost_blk_bio_usable(be);

@@ -120,9 +120,18 @@ struct vhost_blk_backend_file {
 	bool ro;
 	bool direct;
 	bool bdev;
-	bool regular;
 	bool bio;		/* reads and writes may go as bios (bio.c) */
 };
+
+/*
+ * A backend is a regular file or a block device; writes to a regular file
+ * hold its file system's freeze protection (kiocb_start_write()).
+ */
+static inline bool
+vhost_blk_be_regular(const struct vhost_blk_backend_file *be)
+{
+	return !be->bdev;
+}
 
 struct vhost_blk;
 

@@ -110,7 +110,7 @@ static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 	struct vhost_blk_req *req = container_of(iocb, struct vhost_blk_req,
 						 iocb);
 
-	if (iocb->ki_flags & IOCB_WRITE && req->be->regular)
+	if (iocb->ki_flags & IOCB_WRITE && vhost_blk_be_regular(req->be))
 		kiocb_end_write(iocb);
 	vhost_blk_rw_end(req, ret);
 }
@@ -151,7 +151,7 @@ static void vhost_blk_submit_rw(struct vhost_blk_req *req,
 again:
 	if (write) {
 		iocb->ki_flags |= IOCB_WRITE;
-		if (be->regular)
+		if (vhost_blk_be_regular(be))
 			kiocb_start_write(iocb);
 		ret = file->f_op->write_iter(iocb, iter);
 	} else {
@@ -161,7 +161,7 @@ again:
 		return;
 	/* A stricter alignment of the file system: retry through the cache. */
 	if (ret == -EINVAL && iocb->ki_flags & IOCB_DIRECT) {
-		if (write && be->regular)
+		if (write && vhost_blk_be_regular(be))
 			kiocb_end_write(iocb);
 		iocb->ki_flags &= ~(IOCB_DIRECT | IOCB_WRITE);
 		*iter = saved;

@@ -242,11 +242,12 @@ static long vhost_blk_backend_arg(struct vhost_blk_backend *arg,
 }
 
 /*
- * Give every queue the backend (or none) and pick up what the guest queued
- * meanwhile.  Under dev.mutex, after vhost_blk_drain() when replacing one.
+ * Let the queues run again on @be (an attach, or after a drain) and pick up
+ * what the guest queued meanwhile.  Under dev.mutex, after vhost_blk_drain()
+ * when another backend was attached.
  */
-static void vhost_blk_start(struct vhost_blk *blk,
-			    struct vhost_blk_backend_file *be)
+static void vhost_blk_resume_queues(struct vhost_blk *blk,
+				    struct vhost_blk_backend_file *be)
 {
 	int i;
 
@@ -289,7 +290,7 @@ static long vhost_blk_set_backend(struct vhost_blk *blk,
 	if (be) {
 		blk->num_queues = arg.num_queues ? arg.num_queues : 1;
 		memcpy(blk->serial, arg.serial, sizeof(blk->serial));
-		vhost_blk_start(blk, be);
+		vhost_blk_resume_queues(blk, be);
 	}
 unlock:
 	mutex_unlock(&blk->dev.mutex);
@@ -327,7 +328,7 @@ static long vhost_blk_set_capacity(struct vhost_blk *blk, u64 __user *uarg)
 	if (sectors != be->capacity) {
 		vhost_blk_drain(blk);
 		be->capacity = sectors;
-		vhost_blk_start(blk, be);
+		vhost_blk_resume_queues(blk, be);
 	}
 unlock:
 	mutex_unlock(&blk->dev.mutex);
@@ -466,7 +467,7 @@ static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 		mutex_unlock(&vq->mutex);
 	}
 	if (drain)
-		vhost_blk_start(blk, blk->be);
+		vhost_blk_resume_queues(blk, blk->be);
 unlock:
 	mutex_unlock(&blk->dev.mutex);
 	return ret;

@@ -374,12 +374,13 @@ static u8 __user *vhost_blk_status_ptr(struct iovec *iov, unsigned int nr)
 }
 
 /*
- * Start one request.  Requests that finish here (errors, GET_ID,
- * zero-length I/O) go through the same completion path as the others.
+ * Parse one request, check it and submit it to the backend.  Requests that
+ * finish here (errors, GET_ID, zero-length I/O) go through the same
+ * completion path as the others.
  * Returns true for a request the caller runs with vhost_blk_run_sync().
  */
-static bool vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
-			    unsigned int in)
+static bool vhost_blk_req_submit(struct vhost_blk_req *req,
+				 unsigned int out, unsigned int in)
 {
 	struct vhost_virtqueue *vq = &req->bvq->vq;
 	struct vhost_blk_backend_file *be = req->be;
@@ -1140,7 +1141,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		req->stable = stable;
 		bvq->inflight++;
 		found++;
-		if (vhost_blk_start(req, out, in)) {
+		if (vhost_blk_req_submit(req, out, in)) {
 			*sync_tail = &req->node;
 			sync_tail = &req->node.next;
 		}

@@ -52,7 +52,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	mutex_init(&blk->sync_mutex);
 	spin_lock_init(&blk->sync_lock);
 	blk->num_queues = 1;
-	blk->batch_delay_us = READ_ONCE(vhost_blk_batch_delay_us);
+	blk->batch_delay_us = min_t(u32, READ_ONCE(vhost_blk_batch_delay_us),
+				    VHOST_BLK_BATCH_DELAY_MAX);
 	blk->irq_delay_us = min_t(u32, READ_ONCE(vhost_blk_irq_delay_us),
 				  VHOST_BLK_IRQ_DELAY_MAX);
 	vhost_blk_poll_init(blk);

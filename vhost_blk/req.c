@@ -708,8 +708,7 @@ static void vhost_blk_probe_arm(struct vhost_blk_vq *bvq)
  */
 static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 {
-	u32 delay = min_t(u32, READ_ONCE(bvq->blk->batch_delay_us),
-			  VHOST_BLK_BATCH_DELAY_MAX);
+	u32 delay = READ_ONCE(bvq->blk->batch_delay_us);
 	u64 first;
 
 	bvq->batch_expect = max_t(int, found, bvq->batch_expect / 2);

@@ -12,7 +12,6 @@
 #include <linux/blkdev.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
-#include <linux/sched/mm.h>
 #include <linux/virtio_byteorder.h>
 
 #include "blk.h"
@@ -53,7 +52,8 @@ static int vhost_blk_open(struct inode *inode, struct file *f)
 	mutex_init(&blk->sync_mutex);
 	spin_lock_init(&blk->sync_lock);
 	blk->num_queues = 1;
-	blk->batch_delay_us = READ_ONCE(vhost_blk_batch_delay_us);
+	blk->batch_delay_us = min_t(u32, READ_ONCE(vhost_blk_batch_delay_us),
+				    VHOST_BLK_BATCH_DELAY_MAX);
 	blk->irq_delay_us = min_t(u32, READ_ONCE(vhost_blk_irq_delay_us),
 				  VHOST_BLK_IRQ_DELAY_MAX);
 	vhost_blk_poll_init(blk);
@@ -131,8 +131,6 @@ static int vhost_blk_release(struct inode *inode, struct file *f)
 	vhost_blk_drain(blk);
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_cleanup(&blk->dev);
-	if (blk->owner_mm)
-		mmput(blk->owner_mm);
 	vhost_blk_backend_free(blk->be);
 	vhost_blk_stats_del(blk);
 	mutex_destroy(&blk->sync_mutex);
@@ -188,7 +186,6 @@ vhost_blk_backend_open(int fd, const struct vhost_blk_backend *arg)
 		goto err;
 	be->file = file;
 	be->bdev = !!bdev;
-	be->regular = !bdev;
 	be->capacity = vhost_blk_backend_size(be);
 	be->direct = file->f_flags & O_DIRECT;
 	be->bio = vhost_blk_bio_usable(be);
@@ -246,11 +243,12 @@ static long vhost_blk_backend_arg(struct vhost_blk_backend *arg,
 }
 
 /*
- * Give every queue the backend (or none) and pick up what the guest queued
- * meanwhile.  Under dev.mutex, after vhost_blk_drain() when replacing one.
+ * Let the queues run again on @be (an attach, or after a drain) and pick up
+ * what the guest queued meanwhile.  Under dev.mutex, after vhost_blk_drain()
+ * when another backend was attached.
  */
-static void vhost_blk_start(struct vhost_blk *blk,
-			    struct vhost_blk_backend_file *be)
+static void vhost_blk_resume_queues(struct vhost_blk *blk,
+				    struct vhost_blk_backend_file *be)
 {
 	int i;
 
@@ -293,7 +291,7 @@ static long vhost_blk_set_backend(struct vhost_blk *blk,
 	if (be) {
 		blk->num_queues = arg.num_queues ? arg.num_queues : 1;
 		memcpy(blk->serial, arg.serial, sizeof(blk->serial));
-		vhost_blk_start(blk, be);
+		vhost_blk_resume_queues(blk, be);
 	}
 unlock:
 	mutex_unlock(&blk->dev.mutex);
@@ -331,7 +329,7 @@ static long vhost_blk_set_capacity(struct vhost_blk *blk, u64 __user *uarg)
 	if (sectors != be->capacity) {
 		vhost_blk_drain(blk);
 		be->capacity = sectors;
-		vhost_blk_start(blk, be);
+		vhost_blk_resume_queues(blk, be);
 	}
 unlock:
 	mutex_unlock(&blk->dev.mutex);
@@ -360,9 +358,6 @@ static long vhost_blk_reset_owner(struct vhost_blk *blk)
 	blk->be = NULL;
 	vhost_dev_stop(&blk->dev);
 	vhost_dev_reset_owner(&blk->dev, umem);
-	if (blk->owner_mm)
-		mmput(blk->owner_mm);
-	blk->owner_mm = NULL;
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++)
 		blk->vqs[i].throttled = false;
 	/* The core's reset cleared the queues' busy poll timeouts. */
@@ -473,7 +468,7 @@ static long vhost_blk_set_features(struct vhost_blk *blk, u64 features)
 		mutex_unlock(&vq->mutex);
 	}
 	if (drain)
-		vhost_blk_start(blk, blk->be);
+		vhost_blk_resume_queues(blk, blk->be);
 unlock:
 	mutex_unlock(&blk->dev.mutex);
 	return ret;
@@ -560,11 +555,6 @@ static long vhost_blk_ioctl(struct file *f, unsigned int ioctl,
 		r = vhost_dev_ioctl(&blk->dev, ioctl, argp);
 		if (r == -ENOIOCTLCMD)
 			r = vhost_vring_ioctl(&blk->dev, ioctl, argp);
-		/* The owner's memory outlives it while we may write it. */
-		if (!r && ioctl == VHOST_SET_OWNER) {
-			mmget(current->mm);
-			blk->owner_mm = current->mm;
-		}
 		mutex_unlock(&blk->dev.mutex);
 		return r;
 	}

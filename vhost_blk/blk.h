@@ -120,9 +120,18 @@ struct vhost_blk_backend_file {
 	bool ro;
 	bool direct;
 	bool bdev;
-	bool regular;
 	bool bio;		/* reads and writes may go as bios (bio.c) */
 };
+
+/*
+ * A backend is a regular file or a block device; writes to a regular file
+ * hold its file system's freeze protection (kiocb_start_write()).
+ */
+static inline bool
+vhost_blk_be_regular(const struct vhost_blk_backend_file *be)
+{
+	return !be->bdev;
+}
 
 struct vhost_blk;
 
@@ -186,11 +195,6 @@ struct vhost_blk {
 	struct vhost_dev dev;
 	struct vhost_blk_vq vqs[VHOST_BLK_MAX_QUEUES];
 	struct vhost_virtqueue *vqp[VHOST_BLK_MAX_QUEUES];
-	/*
-	 * The owner's address space, kept until release: requests still in
-	 * flight when the owner dies are retired into it.
-	 */
-	struct mm_struct *owner_mm;
 	/* The attached backend, under dev.mutex. */
 	struct vhost_blk_backend_file *be;
 	u16 num_queues;

@@ -110,7 +110,7 @@ static void vhost_blk_rw_complete(struct kiocb *iocb, long ret)
 	struct vhost_blk_req *req = container_of(iocb, struct vhost_blk_req,
 						 iocb);
 
-	if (iocb->ki_flags & IOCB_WRITE && req->be->regular)
+	if (iocb->ki_flags & IOCB_WRITE && vhost_blk_be_regular(req->be))
 		kiocb_end_write(iocb);
 	vhost_blk_rw_end(req, ret);
 }
@@ -151,7 +151,7 @@ static void vhost_blk_submit_rw(struct vhost_blk_req *req,
 again:
 	if (write) {
 		iocb->ki_flags |= IOCB_WRITE;
-		if (be->regular)
+		if (vhost_blk_be_regular(be))
 			kiocb_start_write(iocb);
 		ret = file->f_op->write_iter(iocb, iter);
 	} else {
@@ -161,7 +161,7 @@ again:
 		return;
 	/* A stricter alignment of the file system: retry through the cache. */
 	if (ret == -EINVAL && iocb->ki_flags & IOCB_DIRECT) {
-		if (write && be->regular)
+		if (write && vhost_blk_be_regular(be))
 			kiocb_end_write(iocb);
 		iocb->ki_flags &= ~(IOCB_DIRECT | IOCB_WRITE);
 		*iter = saved;
@@ -374,12 +374,13 @@ static u8 __user *vhost_blk_status_ptr(struct iovec *iov, unsigned int nr)
 }
 
 /*
- * Start one request.  Requests that finish here (errors, GET_ID,
- * zero-length I/O) go through the same completion path as the others.
+ * Parse one request, check it and submit it to the backend.  Requests that
+ * finish here (errors, GET_ID, zero-length I/O) go through the same
+ * completion path as the others.
  * Returns true for a request the caller runs with vhost_blk_run_sync().
  */
-static bool vhost_blk_start(struct vhost_blk_req *req, unsigned int out,
-			    unsigned int in)
+static bool vhost_blk_req_submit(struct vhost_blk_req *req,
+				 unsigned int out, unsigned int in)
 {
 	struct vhost_virtqueue *vq = &req->bvq->vq;
 	struct vhost_blk_backend_file *be = req->be;
@@ -707,8 +708,7 @@ static void vhost_blk_probe_arm(struct vhost_blk_vq *bvq)
  */
 static bool vhost_blk_batch_wait(struct vhost_blk_vq *bvq, int found)
 {
-	u32 delay = min_t(u32, READ_ONCE(bvq->blk->batch_delay_us),
-			  VHOST_BLK_BATCH_DELAY_MAX);
+	u32 delay = READ_ONCE(bvq->blk->batch_delay_us);
 	u64 first;
 
 	bvq->batch_expect = max_t(int, found, bvq->batch_expect / 2);
@@ -1140,7 +1140,7 @@ void vhost_blk_handle_kick(struct vhost_work *work)
 		req->stable = stable;
 		bvq->inflight++;
 		found++;
-		if (vhost_blk_start(req, out, in)) {
+		if (vhost_blk_req_submit(req, out, in)) {
 			*sync_tail = &req->node;
 			sync_tail = &req->node.next;
 		}
@@ -1330,7 +1330,7 @@ static void vhost_blk_orphans_work(struct work_struct *work)
 	struct vhost_blk *blk = o->blk;
 	int i;
 
-	kthread_use_mm(blk->owner_mm);
+	kthread_use_mm(blk->dev.mm);
 	for (i = 0; i < VHOST_BLK_MAX_QUEUES; i++) {
 		struct vhost_blk_vq *bvq = &blk->vqs[i];
 
@@ -1338,7 +1338,7 @@ static void vhost_blk_orphans_work(struct work_struct *work)
 		vhost_blk_retire_done(bvq);
 		mutex_unlock(&bvq->vq.mutex);
 	}
-	kthread_unuse_mm(blk->owner_mm);
+	kthread_unuse_mm(blk->dev.mm);
 }
 
 /* Free finished requests without touching guest memory. */
@@ -1363,9 +1363,11 @@ static void vhost_blk_drop_done(struct vhost_blk_vq *bvq)
  * That is nothing unless a worker died with its owner (since 6.4 a vhost
  * worker is a task of the VMM's process, and a SIGKILL ends it) while
  * requests were in flight.  Those are still retired into the used rings,
- * by a kernel thread in the owner's address space (the device keeps it
- * alive), so that a VMM started again finds every request the device
- * fetched completed and none half done.
+ * by a kernel thread in the owner's address space, so that a VMM started
+ * again finds every request the device fetched completed and none half
+ * done.  That address space is the vhost core's dev.mm: it holds a user
+ * reference from VHOST_SET_OWNER until vhost_dev_cleanup(), and every drain
+ * comes before that (release, VHOST_RESET_OWNER) or runs with an owner.
  */
 void vhost_blk_retire_orphans(struct vhost_blk *blk)
 {
@@ -1377,7 +1379,7 @@ void vhost_blk_retire_orphans(struct vhost_blk *blk)
 		any |= !llist_empty(&blk->vqs[i].done);
 	if (!any)
 		return;
-	if (blk->owner_mm) {
+	if (blk->dev.mm) {
 		INIT_WORK_ONSTACK(&o.work, vhost_blk_orphans_work);
 		queue_work(system_unbound_wq, &o.work);
 		flush_work(&o.work);

@@ -554,6 +554,51 @@ static void ioctl_cases(struct vbt_mem *m)
 	close(pfd[1]);
 	close(dfd);
 
+	/* The other reserved fields, and blk_size a power of two either side. */
+	{
+		struct vhost_blk_backend b, z = {
+			.size = sizeof(b), .fd = bfd, .num_queues = 1,
+		};
+
+		b = z;
+		b.reserved0 = 1;
+		e = ioctl(d.fd, VHOST_BLK_SET_BACKEND, &b) ? errno : 0;
+		ok = e == EINVAL;
+		b = z;
+		b.reserved2[sizeof(b.reserved2) - 1] = 1;
+		e = ioctl(d.fd, VHOST_BLK_SET_BACKEND, &b) ? errno : 0;
+		ok = ok && e == EINVAL;
+		b = z;
+		b.blk_size = 256;
+		e = ioctl(d.fd, VHOST_BLK_SET_BACKEND, &b) ? errno : 0;
+		ok = ok && e == EINVAL;
+		b = z;
+		b.blk_size = 8192;
+		e = ioctl(d.fd, VHOST_BLK_SET_BACKEND, &b) ? errno : 0;
+		ok = ok && e == EINVAL;
+	}
+	verdict(ok, serves(&d, m, 10),
+		"SET_BACKEND with reserved0 or reserved2 set, blk_size 256 or 8192 -> EINVAL");
+
+	/* The u32 and u64 arguments: unreadable, or past their bound. */
+	{
+		__u32 us = VHOST_BLK_BATCH_DELAY_MAX + 1;
+
+		ok = ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, (void *)16) &&
+		     errno == EFAULT;
+		ok = ok && ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us) &&
+		     errno == EINVAL;
+		us = VHOST_BLK_IRQ_DELAY_MAX + 1;
+		ok = ok && ioctl(d.fd, VHOST_BLK_SET_IRQ_DELAY, (void *)16) &&
+		     errno == EFAULT;
+		ok = ok && ioctl(d.fd, VHOST_BLK_SET_IRQ_DELAY, &us) &&
+		     errno == EINVAL;
+		ok = ok && ioctl(d.fd, VHOST_BLK_SET_CAPACITY, (void *)16) &&
+		     errno == EFAULT;
+	}
+	verdict(ok, serves(&d, m, 11),
+		"SET_BATCH_DELAY/SET_IRQ_DELAY/SET_CAPACITY: bad pointer -> EFAULT, above the maximum -> EINVAL");
+
 	ok = set_backend_raw(d.fd, sizeof(struct vhost_blk_backend) + 16, bfd, 0, 1, 0, 0) == E2BIG;
 	{
 		struct vhost_blk_config c;
@@ -589,6 +634,20 @@ static void ioctl_cases(struct vbt_mem *m)
 	wait(&e);
 	verdict(WIFEXITED(e) && WEXITSTATUS(e) == 0, serves(&d, m, 13),
 		"SET_BACKEND from a non-owner: EPERM before the arguments are read");
+
+	/* Nor can a non-owner tune the device. */
+	fflush(stdout);
+	if (fork() == 0) {
+		__u32 us = 0;
+
+		_exit(ioctl(d.fd, VHOST_BLK_SET_BATCH_DELAY, &us) &&
+		      errno == EPERM &&
+		      ioctl(d.fd, VHOST_BLK_SET_IRQ_DELAY, &us) &&
+		      errno == EPERM ? 0 : 1);
+	}
+	wait(&e);
+	verdict(WIFEXITED(e) && WEXITSTATUS(e) == 0, serves(&d, m, 12),
+		"SET_BATCH_DELAY/SET_IRQ_DELAY from a non-owner -> EPERM");
 
 	/* Bigger than a page: refused whatever the tail holds. */
 	{

@@ -193,7 +193,10 @@ struct vhost_blk_config {
  * above the page size or unknown non-zero trailing bytes of a larger struct.
  */
 #define VHOST_BLK_SET_BACKEND	_IOW(VHOST_VIRTIO, 0x90, struct vhost_blk_backend)
-/* Read the config the device presents. */
+/*
+ * Read the config the device presents; any holder of the fd may.  Errors:
+ * EFAULT, EINVAL size below 8 (size and flags).
+ */
 #define VHOST_BLK_GET_CONFIG	_IOWR(VHOST_VIRTIO, 0x91, struct vhost_blk_config)
 /*
  * Batching, for every queue of the device: the longest (microseconds, at
@@ -202,8 +205,8 @@ struct vhost_blk_config {
  * end before it fetches them, unless the guest sends them slower than that
  * (then twice its own time for the burst, VHOST_BLK_BATCH_DELAY_MAX at
  * most); 0 answers every notification at once.  A new device takes the
- * module parameter batch_delay_us.  Errors: EPERM not the owner, EINVAL
- * above the maximum.
+ * module parameter batch_delay_us.  Errors: EPERM not the owner, EFAULT,
+ * EINVAL above the maximum.
  */
 #define VHOST_BLK_BATCH_DELAY_MAX	10000
 #define VHOST_BLK_SET_BATCH_DELAY	_IOW(VHOST_VIRTIO, 0x92, __u32)

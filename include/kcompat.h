@@ -56,6 +56,15 @@ kcompat_hrtimer_setup(struct hrtimer *timer,
 #define kvzalloc_obj(obj, gfp)	kvzalloc(sizeof(obj), gfp)
 #endif
 
+/*
+ * 6.17 named the unbound system workqueue system_dfl_wq; 7.2 warns when work
+ * is queued on it under its old name.
+ */
+#if KCOMPAT_BEFORE(6, 17)
+#include <linux/workqueue.h>
+#define system_dfl_wq system_unbound_wq
+#endif
+
 /* ---- vhost_blk: vhost core shims (owner: vhost_blk) ---- */
 #ifdef KCOMPAT_VHOST_BLK
 #include <linux/bio.h>

@@ -1381,7 +1381,7 @@ void vhost_blk_retire_orphans(struct vhost_blk *blk)
 		return;
 	if (blk->dev.mm) {
 		INIT_WORK_ONSTACK(&o.work, vhost_blk_orphans_work);
-		queue_work(system_unbound_wq, &o.work);
+		queue_work(system_dfl_wq, &o.work);
 		flush_work(&o.work);
 		destroy_work_on_stack(&o.work);
 	}

@@ -185,9 +185,9 @@ deps:
 deps-build:
 	scripts/deps.sh build $(if $(filter command line,$(origin KDIR)),"$(KDIR)")
 
-# KERNELS="6.1 6.12 7.3" (default all three) or KERNELS=6.1; the full suite on
-# FULL_KERNELS (default 6.12), the core tests on the others; SLOW=1: the slow
-# tests, and the full suite on every kernel
+# KERNELS="6.12 7.3 6.1" (default all three) or KERNELS=6.1; the full suite on
+# FULL_KERNELS (default 6.12), first, the core tests on the others; SLOW=1: the
+# slow tests, and the full suite on every kernel
 check:
 	SLOW="$(SLOW)" FULL_KERNELS="$(FULL_KERNELS)" scripts/check.sh $(KERNELS)
 
@@ -233,7 +233,7 @@ help:
 	@echo '                  headers of the running kernel, or KDIR=)'
 	@echo '  deps            install the test kit (root, Debian 12): QEMU, libvirt, fio, ...; the test'
 	@echo '                  kernels are unpacked into build/kernels, never installed'
-	@echo '  check           static checks + VM tests on KERNELS (default "6.1 6.12 7.3"): the full'
+	@echo '  check           static checks + VM tests on KERNELS (default "6.12 7.3 6.1"): the full'
 	@echo '                  suite on FULL_KERNELS= (6.12), the core tests on the others; L2_BOOTS= (16),'
 	@echo '                  CHECK_BUDGET= (4200 s): fresh L2 boots after the nested-KVM flake;'
 	@echo '                  CHECK_LIMIT= (4500 s), KERNEL_RESERVE= (1500 s): when L2 boots end; testing.rst'

@@ -6,15 +6,15 @@
 # protocol handling, the repository's basics, the test kit; and once in a VM on
 # the first full kernel, the cost-counting TCG plugin and the guest driver
 # under a backend stalled for 60 s (selftests/virtio_blk_bio/stall-test.sh;
-# every kernel with SLOW=1). Then for each test kernel (default: 6.1 6.12
-# 7.3, unpacked in build/kernels by make deps): checkpatch on every kernel C
+# every kernel with SLOW=1). Then for each test kernel (default: 6.12 7.3
+# 6.1, unpacked in build/kernels by make deps): checkpatch on every kernel C
 # file and header, a warning-free module build, a sparse build, the guest
 # driver in a VM of its own (selftests/virtio_blk_bio/vm-test.sh, no L3),
 # make install staged, both DKMS packages, then one L2 boot that runs the
 # selftests/l2/*.sh; on the full kernels (FULL_KERNELS, below) also the VM
 # harness self-tests, the guest driver's hibernation VMs, every L2 test and
 # the durability test (selftests/e2e/durability.sh: whole L2 VMs killed
-# from L1), on the others only the L2 tests marked "# check: core". Prints
+# from L1), on the others only the L2 tests marked "# check: core" (no L3). Prints
 # one TAP-style line per test with the kernel in its name and ends with "N
 # passed, N failed, N skipped".
 set -uo pipefail
@@ -22,39 +22,47 @@ set -uo pipefail
 cd "$TOP"
 
 kernels=("$@")
-[ ${#kernels[@]} -gt 0 ] || kernels=(6.1 6.12 7.3)
+[ ${#kernels[@]} -gt 0 ] || kernels=(6.12 7.3 6.1)
 # The full suite runs on FULL_KERNELS (default 6.12 when it is in the list,
-# else the first kernel of the list; every kernel with SLOW=1). The other
-# kernels get the core: checkpatch, both builds, the guest driver's main VM,
-# make install and DKMS, and one L2 boot running the "# check: core" tests
-# (the modules load, the vhost_blk selftests, one L3 end to end through
-# stock QEMU and the bridge). Three kernels in full do not fit CI's time.
+# else the first kernel of the list; every kernel with SLOW=1), first. The
+# other kernels get the core, in the order given: checkpatch, both builds,
+# the guest driver's main VM, make install and DKMS, and one L2 boot running
+# the "# check: core" tests (the modules load, DKMS's modules, the vhost_blk
+# selftests, the upstream series' modules): none boots an L3 guest, so none
+# meets the nested-KVM flake. Three kernels in full do not fit CI's time.
 if [ -z "${FULL_KERNELS:-}" ]; then
 	FULL_KERNELS=${kernels[0]}
 	for k in "${kernels[@]}"; do [ "$k" = 6.12 ] && FULL_KERNELS=6.12; done
 fi
 [ "${SLOW:-0}" = 1 ] && FULL_KERNELS="${kernels[*]}"
 full() { case " $FULL_KERNELS " in *" $1 "*) true ;; *) false ;; esac; }
+ordered=()
+for k in "${kernels[@]}"; do full "$k" && ordered+=("$k"); done
+for k in "${kernels[@]}"; do full "$k" || ordered+=("$k"); done
+kernels=("${ordered[@]}")
 out=$BUILD/check
 mkdir -p "$out"
 : >"$out/results.tap"
 
 pass=0 fail=0 skip=0
 # Fresh L2 boots after a nested-KVM death (see the loop below): at most
-# L2_BOOTS per kernel, and none once make check has run CHECK_BUDGET seconds
-# (CI stops a run at 90 minutes; a run meets the flake in nested KVM two to
-# four times per kernel; one run used up 12 on 6.12); a death with no budget
-# left makes the tests not run a skip that says so.
+# L2_BOOTS per full kernel and CORE_L2_BOOTS per other, and none once make
+# check has run CHECK_BUDGET seconds less the time kept for the kernels after
+# this one (CI stops a run at 90 minutes; a run meets the flake in nested KVM
+# two to four times per kernel; one run used up 12 on 6.12). A flake death
+# with no boot or time left, and an L2 stopped at make check's time limit,
+# make the tests that did not run a skip that says so.
 # An L2 boot is killed at the latest at CHECK_LIMIT seconds of make check, less
 # KERNEL_RESERVE for each full kernel still to come and CORE_RESERVE for each
 # other (so a wedge that no rule catches costs one kernel its L2 tests, not
 # the whole run its summary).
 L2_BOOTS=${L2_BOOTS:-16}
+CORE_L2_BOOTS=${CORE_L2_BOOTS:-3}
 CHECK_BUDGET=${CHECK_BUDGET:-4200}
 [ "${SLOW:-0}" = 1 ] && CHECK_LIMIT=${CHECK_LIMIT:-14400}
 CHECK_LIMIT=${CHECK_LIMIT:-4500}
 KERNEL_RESERVE=${KERNEL_RESERVE:-1500}
-CORE_RESERVE=${CORE_RESERVE:-900}
+CORE_RESERVE=${CORE_RESERVE:-600}
 result() { # "ok"|"not ok" description [# SKIP ...]
 	local line="$1 - $2"
 	echo "$line" | tee -a "$out/results.tap"
@@ -199,7 +207,8 @@ run_l2() {
 		"${SLOW:-0}" "$2" "${RUN_L2_ENV:-}" "${RUN_L2_TESTS:-}" >"$out/run-l2.sh"
 	rm -f "$BUILD/vm/$3/console.log" "$BUILD/vm/$3/l3-console.log"
 	tmo=$((CHECK_LIMIT - reserve_left - SECONDS))
-	[ $tmo -le 3600 ] || tmo=3600
+	l2_capped=1
+	[ $tmo -le 3600 ] || { tmo=3600; l2_capped=0; }
 	[ $tmo -ge 600 ] || tmo=600
 	scripts/vm.sh --kernel "$1" --name "$3" --timeout $tmo "${vmfiles[@]}" \
 		"$out/run-l2.sh" >"$4" 2>&1 &
@@ -367,12 +376,13 @@ for k in "${kernels[@]}"; do
 	upmods=${UPSTREAM_WORK:-$BUILD/upstream}/modules/$rel
 	[ -f "$upmods/MANIFEST" ] && vmfiles+=(--file "$upmods:/root/upstream-modules")
 
-	if ! full "$k" && [ "$SECONDS" -ge "$CHECK_BUDGET" ]; then
-		result ok "[$k] the core L2 tests # SKIP make check has run ${SECONDS}s (CHECK_BUDGET=$CHECK_BUDGET): no time for this kernel's L2"
+	if [ "$SECONDS" -ge "$((CHECK_LIMIT - reserve_left - 300))" ]; then
+		result ok "[$k] the L2 tests # SKIP make check has run ${SECONDS}s (CHECK_LIMIT=$CHECK_LIMIT, ${reserve_left}s kept for the kernels after this one): no time for this kernel's L2"
 		continue
 	fi
 	echo "# booting L2 ($rel) for the in-VM tests"
-	vmname=check-$rel vmlog=$out/vm-$rel.log attempt=1 nobudget=0
+	vmname=check-$rel vmlog=$out/vm-$rel.log attempt=1 nobudget=0 max_boots=$L2_BOOTS
+	full "$k" || max_boots=$CORE_L2_BOOTS
 	RUN_L2_ENV="FULL_KERNELS='$FULL_KERNELS'"
 	full "$k" || RUN_L2_ENV+=" CORE=1"
 	run_l2 "$rel" "" "$vmname" "$vmlog"
@@ -380,17 +390,25 @@ for k in "${kernels[@]}"; do
 	# The L2 kernel died or wedged inside the L3 guest's QEMU (nested KVM
 	# under TCG): known flake of this kind of host, see
 	# Documentation/testing.rst. The interrupted test and the ones after it
-	# run again in a fresh L2, at most L2_BOOTS boots in all and within
+	# run again in a fresh L2, at most max_boots boots in all and within
 	# CHECK_BUDGET; said here, never silent.
-	while [ $rc != 0 ] && [ $attempt -lt "$L2_BOOTS" ] && why=$(l2_died "$vmname" "$rc" "$vmlog"); do
+	while [ $rc != 0 ] && why=$(l2_died "$vmname" "$rc" "$vmlog"); do
 		from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$vmlog" | tail -n 1)
 		[ -n "$from" ] || break
-		if [ "$SECONDS" -ge "$CHECK_BUDGET" ]; then
-			# The host's flake, classified as above, with no time
-			# left to run the rest: what did not run is a skip
-			# that says so, not a failure of ours.
+		stop=
+		if [ "$attempt" -ge "$max_boots" ]; then
+			# 16 deaths on the full kernel stay a failure.
+			full "$k" && break
+			stop="$attempt L2 boots, the most for a kernel with the core tests (CORE_L2_BOOTS=$CORE_L2_BOOTS)"
+		elif [ "$SECONDS" -ge "$((CHECK_BUDGET - reserve_left))" ]; then
+			stop="make check has run ${SECONDS}s (CHECK_BUDGET=$CHECK_BUDGET, ${reserve_left}s kept for the kernels after this one)"
+		fi
+		if [ -n "$stop" ]; then
+			# The host's flake, classified as above, with no boot
+			# or time left to run the rest: what did not run is a
+			# skip that says so, not a failure of ours.
 			report_l2 "$k" "$vmlog" "$from"
-			result ok "[$k] $from and the L2 tests after it # SKIP $why during $from, and make check has run ${SECONDS}s (CHECK_BUDGET=$CHECK_BUDGET): no time for a fresh L2"
+			result ok "[$k] $from and the L2 tests after it # SKIP $why during $from; $stop: no fresh L2"
 			nobudget=1
 			break
 		fi
@@ -398,12 +416,21 @@ for k in "${kernels[@]}"; do
 		echo "# [$k] $why during $from:"
 		grep -E "Kernel panic|BUG:|Comm: ($L3_QEMU_COMM)" "$BUILD/vm/$vmname/console.log" |
 			head -n 4 | sed 's/^/#   /'
-		result ok "[$k] $why during $from; $from and the tests after it run again in a fresh L2 (boot $((attempt + 1)) of at most $L2_BOOTS)"
+		result ok "[$k] $why during $from; $from and the tests after it run again in a fresh L2 (boot $((attempt + 1)) of at most $max_boots)"
 		attempt=$((attempt + 1))
 		vmname=check-$rel-$attempt vmlog=$out/vm-$rel-$attempt.log
 		run_l2 "$rel" "$from" "$vmname" "$vmlog"
 		rc=$?
 	done
+	from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$vmlog" | tail -n 1)
+	if [ $rc = 124 ] && [ "$nobudget" = 0 ] && [ "$l2_capped" = 1 ] && [ -n "$from" ]; then
+		# Killed at make check's own time limit (its timeout was cut
+		# to fit CHECK_LIMIT), not at a test's: what did not finish
+		# is a skip that says so.
+		report_l2 "$k" "$vmlog" "$from"
+		result ok "[$k] $from and the L2 tests after it # SKIP the L2 was stopped at make check's time limit (CHECK_LIMIT=$CHECK_LIMIT, ${reserve_left}s kept for the kernels after this one) during $from"
+		nobudget=1
+	fi
 	[ "$nobudget" = 1 ] || report_l2 "$k" "$vmlog" ""
 	if [ $rc = 0 ]; then
 		result ok "[$k] L2 VM run completed, kernel log clean"

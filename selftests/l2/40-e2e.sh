@@ -1,6 +1,5 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# check: core
 # End to end, in L2: vhost_blk.ko + vhost-blk-bridge on a brd disk, stock
 # QEMU's vhost-user-blk-pci, an L3 guest with virtio_blk_bio (guest half:
 # selftests/e2e/guest.sh).

@@ -217,6 +217,11 @@ run_l2() {
 	wait $vpid
 }
 
+# last_test LOG: the last test an L2 run (its vm.sh output LOG) started.
+last_test() {
+	sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$1" | tail -n 1
+}
+
 # l2_died NAME RC LOG: why the L2 run NAME ended in nested KVM, if it did.
 l2_died() {
 	l2_death "$1" "$2" "$3" "$out/$1.wedged"
@@ -393,7 +398,7 @@ for k in "${kernels[@]}"; do
 	# run again in a fresh L2, at most max_boots boots in all and within
 	# CHECK_BUDGET; said here, never silent.
 	while [ $rc != 0 ] && why=$(l2_died "$vmname" "$rc" "$vmlog"); do
-		from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$vmlog" | tail -n 1)
+		from=$(last_test "$vmlog")
 		[ -n "$from" ] || break
 		stop=
 		if [ "$attempt" -ge "$max_boots" ]; then
@@ -420,7 +425,7 @@ for k in "${kernels[@]}"; do
 		run_l2 "$rel" "$from" "$vmname" "$vmlog"
 		rc=$?
 	done
-	from=$(sed -n 's/^# ---- \([^: ]*\)$/\1/p' "$vmlog" | tail -n 1)
+	from=$(last_test "$vmlog")
 	if [ $rc = 124 ] && [ "$nobudget" = 0 ] && [ "$l2_capped" = 1 ] && [ -n "$from" ]; then
 		# Killed at make check's own time limit (its timeout was cut
 		# to fit CHECK_LIMIT), not at a test's: what did not finish
